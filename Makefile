@@ -1,0 +1,54 @@
+# FIX Lab. Two commands on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+APT := $(shell command -v apt-get 2>/dev/null)
+
+.PHONY: install system-deps browser run test test-fast bench lint typecheck clean
+
+system-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "make: installing redis-server (Debian package)"; \
+	  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip wheel setuptools
+	@if ! $(BIN)/python -c 'import quickfix' 2>/dev/null; then \
+	  echo "make: building quickfix 1.16.0 from source: PyPI has no wheel, the first build compiles"; \
+	  echo "      the C++ engine and its SWIG wrapper (about 9 minutes on 2 cores; cached afterwards)."; \
+	  $(BIN)/pip install -v quickfix==1.16.0 2>&1 | $(BIN)/python deploy/build_progress.py; \
+	  $(BIN)/python -c 'import quickfix' || { echo "make: quickfix did not build"; exit 1; }; \
+	fi
+	@echo "make: installing FIX Lab and its Python packages into $(VENV)"
+	@$(BIN)/pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: system-deps $(STAMP)
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "make: installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+run: install
+	@$(BIN)/python -m services
+
+test: install browser
+	@$(BIN)/python -m pytest
+
+test-fast: install
+	@$(BIN)/python -m pytest tests/unit
+
+bench: install
+	@$(BIN)/python -m services.bench.suite
+
+lint: install
+	@$(BIN)/ruff check shared services tests
+	@$(BIN)/mypy
+
+clean:
+	rm -rf .run .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,48 @@
+"""``python -m services``: run the whole stack on this machine (what ``make run`` does)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from shared.config import ConfigError, env_int
+from shared.redis_server import RedisServer
+from shared.supervisor import Supervisor
+from services.stack import stack_specs
+
+
+def main() -> int:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    run_dir = Path(env.get("FIXLAB_RUN_DIR", ".run")).resolve()
+    try:
+        web_port = env_int(env, "FIXLAB_WEB_PORT", 8000, lo=1, hi=65535)
+        fix_port = env_int(env, "FIXLAB_FIX_PORT", 9878, lo=1, hi=65535)
+    except ConfigError as exc:
+        print(f"fixlab: {exc}", file=sys.stderr)
+        return 2
+    server: RedisServer | None = None
+    if not env.get("REDIS_URL"):
+        server = RedisServer(run_dir / "redis", appendonly=True).start()
+        env["REDIS_URL"] = server.url
+        print(f"run     | started a private redis-server on {server.url} (AOF in {run_dir / 'redis'})",
+              flush=True)
+    specs = stack_specs()
+
+    def ready() -> None:
+        names = ", ".join(s.name for s in specs)
+        print(f"run     | services: {names}", flush=True)
+        print(f"run     | FIX acceptor: 127.0.0.1:{fix_port} (SenderCompID FIXLAB)", flush=True)
+        print(f"run     | the lab page: http://127.0.0.1:{web_port}/   (Ctrl-C stops everything)",
+              flush=True)
+
+    try:
+        return Supervisor(specs, env, on_ready=ready).run()
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""Start and stop a private redis-server process on a free loopback port.
+
+Used by ``make run`` (when REDIS_URL is not given) and by the test fixtures: a real server, never one
+that happens to be running already.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server child process. ``appendonly`` turns on the AOF (fsync every second)."""
+
+    def __init__(self, workdir: Path, *, port: int | None = None, appendonly: bool = False) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (make install-redis, or apt-get install redis-server)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
+                "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+                "--appendfsync", "everysec", "--protected-mode", "yes", "--daemonize", "no",
+                "--logfile", str(self.workdir / "redis.log")]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    log = (self.workdir / "redis.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}: {log}")
+                try:
+                    client.ping()
+                    return self
+                except (redis.ConnectionError, redis.BusyLoadingError):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"redis-server did not answer on port {self.port}") from None
+                    time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """Kill -9, as a crash would (for tests of a dead Redis)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,422 @@
+"""Every message on the bus: frozen, slotted dataclasses, and the one codec (msgpack) for them.
+
+Prices are integer ticks and quantities whole units. Sides and time-in-force use their FIX values
+(Side 54: 1 buy, 2 sell; TimeInForce 59: 0 day, 1 GTC) so the gateway translates nothing twice.
+Timestamps are integer nanoseconds since the epoch, set by whoever creates the message: the matcher
+never reads a clock, so replaying a command stream gives the same events.
+
+Wire form: a msgpack array ``[type_code, field1, field2, ...]`` in declaration order. A stream entry
+carries a batch: one msgpack array of such arrays under the field ``b`` (fewer, larger entries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeVar
+
+import msgpack
+
+BUY = 1
+SELL = 2
+DAY = 0
+GTC = 1
+
+# OrdRejReason (103) values the matcher uses.
+REJ_BROKER_OPTION = 0
+REJ_UNKNOWN_SYMBOL = 1
+REJ_EXCHANGE_CLOSED = 2
+REJ_ORDER_EXCEEDS_LIMIT = 3
+REJ_DUPLICATE_ORDER = 6
+REJ_INCORRECT_QUANTITY = 13
+REJ_OTHER = 99
+
+# CxlRejReason (102) values.
+CXL_TOO_LATE = 0
+CXL_UNKNOWN_ORDER = 1
+CXL_DUPLICATE_CLORDID = 6
+CXL_OTHER = 99
+
+# CxlRejResponseTo (434).
+RESPONSE_TO_CANCEL = 1
+RESPONSE_TO_REPLACE = 2
+
+
+class SchemaError(ValueError):
+    """Bytes on the bus that are not a message of this schema."""
+
+
+class Message:
+    """Base of every bus message; ``CODE`` is its type code on the wire."""
+
+    __slots__ = ()
+    CODE: ClassVar[int]
+    _FIELDS: ClassVar[tuple[str, ...]]
+
+
+_REGISTRY: dict[int, type[Message]] = {}
+M = TypeVar("M", bound=type[Message])
+
+
+def _register(code: int) -> Any:
+    def wrap(cls: M) -> M:
+        if code in _REGISTRY:
+            raise RuntimeError(f"type code {code} used twice")
+        cls.CODE = code
+        cls._FIELDS = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        _REGISTRY[code] = cls
+        return cls
+
+    return wrap
+
+
+# --------------------------------------------------------------------------- commands (to matcher)
+
+@_register(1)
+@dataclass(frozen=True, slots=True)
+class NewOrder(Message):
+    session: str  # the client's SenderCompID: one FIX session
+    clordid: str
+    symbol: str
+    side: int
+    price: int  # ticks
+    qty: int
+    tif: int
+    reply_to: str  # gateway id whose events stream gets the answers
+    seq: int  # MsgSeqNum (34) of the FIX message: (session, clordid, seq) identifies a redelivery
+    ts: int
+
+
+@_register(2)
+@dataclass(frozen=True, slots=True)
+class CancelOrder(Message):
+    session: str
+    clordid: str
+    orig_clordid: str
+    symbol: str
+    side: int
+    reply_to: str
+    seq: int
+    ts: int
+
+
+@_register(3)
+@dataclass(frozen=True, slots=True)
+class ReplaceOrder(Message):
+    session: str
+    clordid: str
+    orig_clordid: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    reply_to: str
+    seq: int
+    ts: int
+
+
+@_register(4)
+@dataclass(frozen=True, slots=True)
+class SessionEnded(Message):
+    """The FIX session ended: cancel its resting orders and forget its ClOrdIDs."""
+
+    session: str
+    reply_to: str
+    ts: int
+
+
+Command = NewOrder | CancelOrder | ReplaceOrder | SessionEnded
+
+
+# --------------------------------------------------------------------------- events (to gateways)
+# Every order event carries the order's whole state so the gateway can write a complete
+# ExecutionReport without remembering anything: cum_cost is sum(fill price ticks * fill qty),
+# so AvgPx = cum_cost / cum_qty ticks, exactly.
+
+@_register(20)
+@dataclass(frozen=True, slots=True)
+class Accepted(Message):
+    session: str
+    clordid: str
+    order_id: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    tif: int
+    exec_id: str
+    ts: int
+
+
+@_register(21)
+@dataclass(frozen=True, slots=True)
+class Rejected(Message):
+    session: str
+    clordid: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    reason: int  # OrdRejReason (103)
+    text: str
+    exec_id: str
+    ts: int
+
+
+@_register(22)
+@dataclass(frozen=True, slots=True)
+class Filled(Message):
+    session: str
+    clordid: str
+    order_id: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    last_px: int
+    last_qty: int
+    cum_qty: int
+    leaves_qty: int
+    cum_cost: int
+    match_id: str
+    exec_id: str
+    ts: int
+
+
+@_register(23)
+@dataclass(frozen=True, slots=True)
+class Cancelled(Message):
+    session: str
+    clordid: str  # the cancel's ClOrdID (or the order's own when the exchange cancels it)
+    orig_clordid: str
+    order_id: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    cum_qty: int
+    cum_cost: int
+    text: str
+    exec_id: str
+    ts: int
+
+
+@_register(24)
+@dataclass(frozen=True, slots=True)
+class Replaced(Message):
+    session: str
+    clordid: str
+    orig_clordid: str
+    order_id: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    cum_qty: int
+    leaves_qty: int
+    cum_cost: int
+    exec_id: str
+    ts: int
+
+
+@_register(25)
+@dataclass(frozen=True, slots=True)
+class CancelRejected(Message):
+    session: str
+    clordid: str
+    orig_clordid: str
+    order_id: str  # "NONE" when the order is unknown
+    response_to: int  # CxlRejResponseTo (434)
+    reason: int  # CxlRejReason (102)
+    status: int  # OrdStatus (39) of the original order as the matcher knows it (8 when unknown)
+    text: str
+    ts: int
+
+
+OrderEvent = Accepted | Rejected | Filled | Cancelled | Replaced | CancelRejected
+
+
+# --------------------------------------------------------------------------- market data (to web)
+
+@_register(40)
+@dataclass(frozen=True, slots=True)
+class Trade(Message):
+    symbol: str
+    price: int
+    qty: int
+    match_id: str
+    aggressor_side: int
+    ts: int
+
+
+@_register(41)
+@dataclass(frozen=True, slots=True)
+class Depth(Message):
+    """Aggregated book after a change: ((price, qty, orders), ...) best first on each side."""
+
+    symbol: str
+    bids: tuple[tuple[int, int, int], ...]
+    asks: tuple[tuple[int, int, int], ...]
+    ts: int
+
+
+# --------------------------------------------------------------------------- lab sessions (web <-> gateway)
+
+LAB_OPS = ("order", "cancel", "replace", "drop_next", "silent", "talk", "logout")
+
+
+@_register(60)
+@dataclass(frozen=True, slots=True)
+class LabStart(Message):
+    """Start a FIX initiator session for a visitor; answers arrive on the lab's own stream."""
+
+    lab_id: str
+    client_addr: str
+    ts: int
+
+
+@_register(61)
+@dataclass(frozen=True, slots=True)
+class LabCommand(Message):
+    """A visitor's command for their session: ``op`` is one of LAB_OPS.
+
+    ``price`` is the decimal string the visitor typed (it goes into tag 44 as it is).
+    """
+
+    lab_id: str
+    op: str
+    symbol: str = ""
+    side: int = 0
+    price: str = ""
+    qty: int = 0
+    orig_clordid: str = ""
+    ts: int = 0
+
+
+@_register(62)
+@dataclass(frozen=True, slots=True)
+class WireRecord(Message):
+    """One whole FIX message the tap saw. ``source`` is "client" or "exchange"."""
+
+    lab_id: str
+    n: int  # the tap's own record number, from 1
+    source: str
+    raw: bytes
+    withheld: bool
+    ts: int
+
+
+@_register(63)
+@dataclass(frozen=True, slots=True)
+class LabOrder(Message):
+    clordid: str
+    symbol: str
+    side: int
+    price: str
+    qty: int
+    cum_qty: int
+    leaves_qty: int
+    status: str  # OrdStatus (39) value
+
+
+@_register(64)
+@dataclass(frozen=True, slots=True)
+class LabState(Message):
+    """A lab session's state: published on every change."""
+
+    lab_id: str
+    gateway_id: str
+    comp_id: str
+    status: str  # "connecting", "logged_on", "logged_out", "ended"
+    next_sender_seq: int  # the client's engine: next MsgSeqNum it sends
+    next_target_seq: int  # the client's engine: next MsgSeqNum it expects
+    exchange_next_sender_seq: int
+    exchange_next_target_seq: int
+    heartbeat_s: int
+    expires_at: int  # ns since epoch
+    silent: bool
+    drop_armed: bool
+    orders: tuple[LabOrder, ...]
+    text: str
+    ts: int
+
+
+@_register(65)
+@dataclass(frozen=True, slots=True)
+class LabNotice(Message):
+    """Something the visitor should read: an error in a command, a limit reached."""
+
+    lab_id: str
+    level: str  # "info" or "error"
+    text: str
+    ts: int
+
+
+# --------------------------------------------------------------------------- codec
+
+def _to_wire(msg: Message) -> list[Any]:
+    out: list[Any] = [msg.CODE]
+    for name in msg._FIELDS:
+        value = getattr(msg, name)
+        if isinstance(value, tuple) and value and isinstance(value[0], Message):
+            value = [_to_wire(v) for v in value]
+        out.append(value)
+    return out
+
+
+def _from_wire(item: Any) -> Message:
+    if not isinstance(item, (list, tuple)) or not item or not isinstance(item[0], int):
+        raise SchemaError(f"not a bus message: {item!r:.80}")
+    cls = _REGISTRY.get(item[0])
+    if cls is None:
+        raise SchemaError(f"unknown message type code {item[0]}")
+    values = list(item[1:])
+    if cls is LabState:
+        values[12] = tuple(_from_wire(o) for o in values[12])
+    try:
+        return cls(*values)
+    except TypeError as exc:
+        raise SchemaError(f"{cls.__name__}: {exc}") from None
+
+
+def encode(msg: Message) -> bytes:
+    return msgpack.packb(_to_wire(msg), use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def decode(data: bytes) -> Message:
+    try:
+        item = msgpack.unpackb(data, raw=False, use_list=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise SchemaError(f"undecodable bus payload: {exc}") from None
+    return _from_wire(item)
+
+
+def encode_batch(msgs: Iterable[Message]) -> bytes:
+    return msgpack.packb([_to_wire(m) for m in msgs], use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def decode_batch(data: bytes) -> list[Message]:
+    try:
+        items = msgpack.unpackb(data, raw=False, use_list=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise SchemaError(f"undecodable bus payload: {exc}") from None
+    if not isinstance(items, tuple):
+        raise SchemaError("a batch must be an array of messages")
+    return [_from_wire(i) for i in items]
+
+
+def to_dict(msg: Message) -> dict[str, Any]:
+    """A JSON-ready view of a message (bytes become text with escapes) for tools and the web."""
+    out: dict[str, Any] = {"type": type(msg).__name__}
+    for name in msg._FIELDS:
+        value = getattr(msg, name)
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        elif isinstance(value, tuple) and value and isinstance(value[0], Message):
+            value = [to_dict(v) for v in value]
+        out[name] = value
+    return out
+
+
+def message_types() -> Sequence[type[Message]]:
+    return tuple(_REGISTRY.values())

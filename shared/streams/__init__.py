@@ -1,0 +1,66 @@
+"""Every Redis stream, group and key name of FIX Lab. No other module spells one.
+
+Names carry a Redis Cluster hash tag in braces: the streams one matcher shard reads and writes in one
+transaction share a slot (see deploy/SCALING.md).
+"""
+
+from __future__ import annotations
+
+PREFIX = "fixlab"
+
+# Consumer groups.
+MATCHER_GROUP = "matcher"
+GATEWAY_GROUP = "gateway"
+
+# Field of a stream entry that holds a msgpack batch of messages.
+BATCH_FIELD = b"b"
+
+
+def orders_stream(shard: str) -> str:
+    """Commands for one matcher shard (NewOrder, CancelOrder, ReplaceOrder, SessionEnded)."""
+    return f"{PREFIX}:{{shard-{shard}}}:orders"
+
+
+def snapshot_key(shard: str) -> str:
+    """The matcher shard's latest book snapshot and the last orders-stream id it covers."""
+    return f"{PREFIX}:{{shard-{shard}}}:snapshot"
+
+
+def events_stream(gateway_id: str) -> str:
+    """Order events for the sessions one gateway holds: each command names its gateway (reply_to)."""
+    return f"{PREFIX}:{{gw-{gateway_id}}}:events"
+
+
+MARKET_STREAM = f"{PREFIX}:market"  # Trade and Depth events, for the web page
+LAB_START_STREAM = f"{PREFIX}:lab:start"  # LabStart: any gateway (group GATEWAY_GROUP) takes it
+
+
+def lab_commands_stream(gateway_id: str) -> str:
+    """LabCommand for the lab sessions one gateway holds (its id is in every LabState)."""
+    return f"{PREFIX}:{{gw-{gateway_id}}}:lab"
+
+
+def lab_stream(lab_id: str) -> str:
+    """One lab session's wire (WireRecord), state (LabState) and notices (LabNotice), in order."""
+    return f"{PREFIX}:lab:{lab_id}"
+
+
+def health_key(service: str, instance: str) -> str:
+    """A service instance's heartbeat and counters (a hash with a TTL)."""
+    return f"{PREFIX}:health:{service}:{instance}"
+
+
+def bench_barrier_key(run_id: str) -> str:
+    return f"{PREFIX}:bench:{run_id}:barrier"
+
+
+def bench_results_stream(run_id: str) -> str:
+    return f"{PREFIX}:bench:{run_id}:results"
+
+
+DEADLETTER_STREAM = f"{PREFIX}:deadletter"  # entries a consumer could not decode, kept for a person
+
+
+def applied_key(stream: str, group: str) -> str:
+    """The last entry id whose effects a group's consumer published (see shared.bus)."""
+    return f"{stream}:applied:{group}"

@@ -1,0 +1,80 @@
+"""Fixtures shared by every tier: a real Redis server, the reference folder, an output folder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from shared.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_REFERENCE = ROOT.parent / "shared"
+TEST_OUTPUT = ROOT / "test-output"
+
+
+def _docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis for the whole run: testcontainers' Redis where a Docker engine runs, else a
+    redis-server process of our own on a free port (these machines have no Docker engine)."""
+    if _docker_available():
+        from testcontainers.redis import RedisContainer
+
+        with RedisContainer("redis:7.0") as container:
+            host = container.get_container_host_ip()
+            port = container.get_exposed_port(6379)
+            yield f"redis://{host}:{port}/0"
+        return
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> Iterator[str]:
+    """The session's Redis, emptied before each test."""
+    client = redis.Redis.from_url(redis_server)
+    client.flushall()
+    client.close()
+    yield redis_server
+
+
+@pytest.fixture
+def fresh_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis of this test's own, for tests that kill or restart it."""
+    server = RedisServer(tmp_path / "redis", appendonly=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_reference() -> Path:
+    """../shared beside the repository (reference data); tests that need it skip without it."""
+    if not SHARED_REFERENCE.is_dir():
+        pytest.skip(f"reference folder {SHARED_REFERENCE} is absent (it is laid beside the repo in CI)")
+    return SHARED_REFERENCE
+
+
+@pytest.fixture(scope="session")
+def test_output() -> Path:
+    TEST_OUTPUT.mkdir(exist_ok=True)
+    return TEST_OUTPUT
