@@ -102,7 +102,7 @@ class StreamConsumer:
     def read(self) -> list[Entry]:
         """Return the next batch: own pending entries after a (re)start, then new entries."""
         if self._pending_first:
-            rows = self.r.xreadgroup(self.group, self.name, {self.stream: "0"}, count=self.count)
+            rows: Any = self.r.xreadgroup(self.group, self.name, {self.stream: "0"}, count=self.count)
             entries = rows[0][1] if rows else []
             if entries:
                 return self._decode(entries)

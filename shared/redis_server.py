@@ -37,7 +37,7 @@ class RedisServer:
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise RuntimeError("redis-server is not installed (make install-redis, or apt-get install redis-server)")
+            raise RuntimeError("redis-server is not installed (make system-deps installs it)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no",

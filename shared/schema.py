@@ -380,7 +380,7 @@ def _from_wire(item: Any) -> Message:
 
 
 def encode(msg: Message) -> bytes:
-    return msgpack.packb(_to_wire(msg), use_bin_type=True)  # type: ignore[no-any-return]
+    return msgpack.packb(_to_wire(msg), use_bin_type=True)
 
 
 def decode(data: bytes) -> Message:
@@ -392,7 +392,7 @@ def decode(data: bytes) -> Message:
 
 
 def encode_batch(msgs: Iterable[Message]) -> bytes:
-    return msgpack.packb([_to_wire(m) for m in msgs], use_bin_type=True)  # type: ignore[no-any-return]
+    return msgpack.packb([_to_wire(m) for m in msgs], use_bin_type=True)
 
 
 def decode_batch(data: bytes) -> list[Message]:

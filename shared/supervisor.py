@@ -8,6 +8,7 @@ then SIGKILL after a grace period), leaving no process behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,7 +28,8 @@ class ServiceSpec:
 
 
 class Supervised:
-    def __init__(self, spec: ServiceSpec, base_env: dict[str, str], out: IO[str], lock: threading.Lock) -> None:
+    def __init__(self, spec: ServiceSpec, base_env: dict[str, str], out: IO[str],
+                 lock: threading.Lock) -> None:
         self.spec = spec
         self.env = {**base_env, **spec.env}
         self.out = out
@@ -56,10 +58,8 @@ class Supervised:
 
     def signal_group(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
 
 
 class Supervisor:
