@@ -420,3 +420,28 @@ def to_dict(msg: Message) -> dict[str, Any]:
 
 def message_types() -> Sequence[type[Message]]:
     return tuple(_REGISTRY.values())
+
+
+# --------------------------------------------------------------------------- bench (instances -> merge)
+
+@_register(110)
+@dataclass(frozen=True, slots=True)
+class BenchResult(Message):
+    """One bench instance's measured phase, raw, so several instances merge exactly.
+
+    ``latencies_ns`` holds every acknowledged order's round trip (perf_counter_ns, one clock per
+    instance); ``start_ns``/``end_ns`` are wall-clock ns so instances on one machine share a clock.
+    """
+
+    run_id: str
+    instance: int
+    sessions: int
+    window: int
+    orders: int  # requested in the measured phase
+    sent: int
+    acknowledged: int
+    rejected: int
+    lost: int
+    start_ns: int
+    end_ns: int
+    latencies_ns: tuple[int, ...]

@@ -64,3 +64,13 @@ DEADLETTER_STREAM = f"{PREFIX}:deadletter"  # entries a consumer could not decod
 def applied_key(stream: str, group: str) -> str:
     """The last entry id whose effects a group's consumer published (see shared.bus)."""
     return f"{stream}:applied:{group}"
+
+
+def bench_compids_key(run_id: str) -> str:
+    """A counter bench instances INCRBY to claim distinct CompIDs from the BENCH pool."""
+    return f"{PREFIX}:bench:{run_id}:compids"
+
+
+def bench_instances_key(run_id: str) -> str:
+    """A counter bench instances INCR to take distinct instance numbers (0, 1, ...)."""
+    return f"{PREFIX}:bench:{run_id}:instances"
