@@ -1,0 +1,30 @@
+"""``python -m services.web``: the lab page on FIXLAB_WEB_HOST:FIXLAB_WEB_PORT."""
+
+from __future__ import annotations
+
+import sys
+
+import uvicorn
+
+from services.web.app import create_app
+from services.web.dictionary import DictionaryError
+from services.web.settings import web_settings
+from shared import logs
+from shared.config import ConfigError
+
+
+def main() -> int:
+    logs.setup("web")
+    try:
+        settings = web_settings()
+        app = create_app(settings)
+    except (ConfigError, DictionaryError) as exc:
+        print(f"web: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=settings.host, port=settings.port, ws_max_size=settings.ws_max_bytes,
+                log_config=None, access_log=False, timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

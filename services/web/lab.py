@@ -1,0 +1,264 @@
+"""One page and its lab session: commands from the WebSocket to the bus, the session's stream back.
+
+A ``Page`` owns a bounded outgoing queue (a page that cannot keep up is dropped, never the server),
+an order token bucket and at most one ``LabLink`` at a time (one FIX session per page).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from fastapi import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketState
+
+from services.web.commands import Command, CommandError, parse_command
+from services.web.limits import TokenBucket
+from services.web.views import JSON, error_view, execution_view, notice_view, state_view, wire_view
+from shared import streams
+from shared.bus import REDIS_ERRORS, publish
+from shared.clock import now_ns
+from shared.schema import LabCommand, LabNotice, LabStart, LabState, SchemaError, WireRecord, decode_batch
+
+if TYPE_CHECKING:
+    from services.web.app import Hub
+
+log = logging.getLogger(__name__)
+
+ENDED = ("ended", "logged_out")
+LAB_STREAM_TTL_S = 300  # a finished session's stream is kept this long, then Redis drops it
+TOO_SLOW = 1013  # WebSocket close code "try again later": the page fell behind
+
+
+class LabLink:
+    """A lab session this web instance started: follows its stream, sends its commands."""
+
+    def __init__(self, hub: Hub, page: Page) -> None:
+        self.hub = hub
+        self.page: Page | None = page
+        self.lab_id = secrets.token_hex(8)
+        self.gateway_id: str | None = None
+        self.state: LabState | None = None
+        self.started = time.monotonic()
+        self.task: asyncio.Task[None] | None = None
+        self.logout_sent = False
+
+    @property
+    def live(self) -> bool:
+        return self.state is None or self.state.status not in ENDED
+
+    async def start(self, client_addr: str) -> None:
+        await publish(self.hub.r, streams.LAB_START_STREAM,
+                      [LabStart(self.lab_id, client_addr, now_ns())], self.hub.settings.common.stream_maxlen)
+        self.task = asyncio.create_task(self._follow(), name=f"lab-{self.lab_id}")
+
+    async def command(self, cmd: LabCommand) -> None:
+        if self.gateway_id is None:
+            raise CommandError("the exchange has not taken your session yet: wait for the Logon")
+        await publish(self.hub.r, streams.lab_commands_stream(self.gateway_id), [cmd], 10_000)
+
+    def _emit(self, msg: JSON) -> None:
+        if self.page is not None:
+            self.page.send(msg)
+
+    def abandon(self) -> None:
+        """The page closed: log the session out (now, or as soon as a gateway has taken it)."""
+        self.page = None
+        if self.live:
+            self.hub.spawn(self._logout())
+
+    async def _logout(self) -> None:
+        if self.logout_sent or self.gateway_id is None:
+            return
+        self.logout_sent = True
+        with contextlib.suppress(*REDIS_ERRORS):
+            await self.command(LabCommand(self.lab_id, "logout", ts=now_ns()))
+
+    async def _follow(self) -> None:
+        stream = streams.lab_stream(self.lab_id)
+        last = "0-0"
+        deadline = self.started + self.hub.settings.start_timeout_s
+        delay = 0.05
+        try:
+            while True:
+                if self.gateway_id is None and time.monotonic() > deadline:
+                    self._emit(error_view("No exchange gateway took the session in "
+                                          f"{self.hub.settings.start_timeout_s:g} s: the exchange may be "
+                                          "down. Try again later.", "no_gateway"))
+                    self._emit({"type": "state", "lab_id": self.lab_id, "status": "ended",
+                                "text": "no gateway answered", "orders": []})
+                    self.state = LabState(self.lab_id, "", "", "ended", 0, 0, 0, 0, 0, 0, False, False,
+                                          (), "no gateway answered", now_ns())
+                    return
+                if self.page is None and not self.live:
+                    return
+                if self.page is None and time.monotonic() > deadline + 30:
+                    return  # the page is gone and the gateway's own 10 minutes end the session
+                try:
+                    rows: Any = await self.hub.r.xread({stream: last}, count=200, block=500)
+                    delay = 0.05
+                except REDIS_ERRORS as exc:
+                    log.warning("lab %s: redis unavailable (%s)", self.lab_id, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                for _, entries in rows or ():
+                    for entry_id, fields in entries:
+                        last = entry_id.decode()
+                        self._apply(fields)
+                if self.page is None and self.gateway_id is not None and not self.logout_sent:
+                    await self._logout()
+                if self.state is not None and not self.live and self.page is None:
+                    return
+        finally:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self.hub.r.expire(stream, LAB_STREAM_TTL_S)
+
+    def _apply(self, fields: dict[bytes, bytes]) -> None:
+        try:
+            msgs = decode_batch(fields.get(streams.BATCH_FIELD, b""))
+        except SchemaError as exc:
+            self._emit(error_view(f"an entry on the session's stream did not decode: {exc}", "bus"))
+            return
+        for m in msgs:
+            if isinstance(m, WireRecord):
+                view, parsed = wire_view(m, self.hub.dictionary)
+                self._emit(view)
+                extra = execution_view(parsed, m.source)
+                if extra is not None:
+                    self._emit(extra)
+            elif isinstance(m, LabState):
+                self.state = m
+                if m.gateway_id:
+                    self.gateway_id = m.gateway_id
+                self._emit(state_view(m, now_ns(), self.hub.settings.open_orders))
+            elif isinstance(m, LabNotice):
+                self._emit(notice_view(m))
+
+
+class Page:
+    """One open lab page (one WebSocket)."""
+
+    def __init__(self, hub: Hub, ws: WebSocket, address: str) -> None:
+        self.hub = hub
+        self.ws = ws
+        self.address = address
+        s = hub.settings
+        self.queue: asyncio.Queue[JSON] = asyncio.Queue(maxsize=s.queue_size)
+        self.bucket = TokenBucket(s.order_burst, s.order_rate)
+        self.lab: LabLink | None = None
+        self.too_slow = asyncio.Event()
+
+    def send(self, msg: JSON) -> None:
+        """Queue a message for the page; a page whose queue is full is dropped."""
+        if self.too_slow.is_set():
+            return
+        try:
+            self.queue.put_nowait(msg)
+        except asyncio.QueueFull:
+            self.hub.counters["pages_dropped"] += 1
+            log.warning("page %s fell %d messages behind: dropping it", self.address, self.queue.maxsize)
+            self.too_slow.set()
+
+    async def _writer(self) -> None:
+        while True:
+            msg = await self.queue.get()
+            await self.ws.send_text(json.dumps(msg, separators=(",", ":")))
+
+    async def _reader(self) -> None:
+        while True:
+            frame = await self.ws.receive()
+            if frame["type"] == "websocket.disconnect":
+                return
+            data = frame.get("text")
+            if data is None:
+                data = frame.get("bytes") or b""
+            self.hub.counters["commands"] += 1
+            try:
+                cmd = parse_command(data, self.hub.settings.max_frame_bytes)
+                await self._handle(cmd)
+            except CommandError as exc:
+                self.hub.counters["command_errors"] += 1
+                self.send(error_view(str(exc), "bad_command", _cmd_id(data)))
+            except REDIS_ERRORS as exc:
+                log.warning("redis unavailable for a command: %s", exc)
+                self.send(error_view("The exchange's bus is unavailable right now; nothing was sent. "
+                                     "Try again in a moment.", "unavailable"))
+
+    async def run(self) -> None:
+        self.send(self.hub.hello())
+        for m in self.hub.market.snapshot():
+            self.send(m)
+        tasks = [asyncio.create_task(self._writer()), asyncio.create_task(self._reader()),
+                 asyncio.create_task(self.too_slow.wait())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError,
+                                         *REDIS_ERRORS):
+                    await t
+            if self.too_slow.is_set() and self.ws.application_state == WebSocketState.CONNECTED:
+                with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+                    await self.ws.close(TOO_SLOW, "this page fell too far behind the wire")
+            if self.lab is not None:
+                self.lab.abandon()
+
+    async def _handle(self, cmd: Command) -> None:
+        if cmd.op == "ping":
+            self.send({"type": "pong", "id": cmd.id})
+            return
+        if cmd.op == "logon":
+            if self.lab is not None and self.lab.live:
+                raise CommandError("One FIX session per page: this page's session is still open. "
+                                   "Log out first.")
+            self.lab = LabLink(self.hub, self)
+            self.hub.labs.add(self.lab)
+            await self.lab.start(self.address)
+            self.send({"type": "logon_sent", "lab_id": self.lab.lab_id, "id": cmd.id})
+            return
+        lab = self.lab
+        if lab is None or not lab.live:
+            raise CommandError("Log on first: this page has no open FIX session.")
+        if cmd.op in ("order", "cancel", "replace"):
+            wait = self.bucket.take(time.monotonic())
+            if wait > 0:
+                s = self.hub.settings
+                self.hub.counters["rate_limited"] += 1
+                self.send(error_view(
+                    f"Slow down: up to {s.order_burst} orders at once, then {s.order_rate:g} per second. "
+                    f"Nothing was sent; try again in {wait:.1f} s.", "rate_limited", cmd.id))
+                return
+        ts = now_ns()
+        if cmd.op == "order":
+            await lab.command(LabCommand(lab.lab_id, "order", cmd.symbol, cmd.side, cmd.price, cmd.qty,
+                                         ts=ts))
+        elif cmd.op in ("cancel", "replace"):
+            order = next((o for o in (lab.state.orders if lab.state else ()) if o.clordid == cmd.clordid),
+                         None)
+            if order is None:
+                # Sent anyway: the exchange's OrderCancelReject is the lesson.
+                symbol, side = "", 0
+            else:
+                symbol, side = order.symbol, order.side
+            await lab.command(LabCommand(lab.lab_id, cmd.op, symbol, side, cmd.price, cmd.qty,
+                                         orig_clordid=cmd.clordid, ts=ts))
+        else:
+            await lab.command(LabCommand(lab.lab_id, cmd.op, ts=ts))
+        self.hub.counters["commands_sent"] += 1
+
+
+def _cmd_id(data: str | bytes) -> str | None:
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    cid = obj.get("id") if isinstance(obj, dict) else None
+    return str(cid)[:64] if isinstance(cid, str | int) and not isinstance(cid, bool) else None

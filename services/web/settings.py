@@ -1,0 +1,50 @@
+"""The web service's settings: read once from the environment, frozen."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared.config import CommonSettings, common_settings, env_float, env_int, env_str
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    common: CommonSettings
+    host: str
+    port: int
+    pages_per_address: int  # open lab pages (WebSockets) one address may hold
+    pages_total: int  # open lab pages across this web instance
+    order_burst: int  # token bucket: orders at once ...
+    order_rate: float  # ... then this many per second
+    open_orders: int  # shown on the page; the matcher enforces it
+    session_minutes: int  # shown on the page; the gateway enforces it
+    max_frame_bytes: int  # a command larger than this gets an error (the page stays)
+    ws_max_bytes: int  # a frame larger than this closes the WebSocket (uvicorn's limit)
+    queue_size: int  # per page outgoing messages; a page that falls this far behind is dropped
+    start_timeout_s: float  # how long to wait for a gateway to take a LabStart
+    tape_size: int  # trades kept for new pages
+
+    def __repr__(self) -> str:
+        return f"WebSettings(host={self.host!r}, port={self.port}, common={self.common!r})"
+
+
+def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
+    env = os.environ if env is None else env
+    return WebSettings(
+        common=common_settings(env),
+        host=env_str(env, "FIXLAB_WEB_HOST", "127.0.0.1"),
+        port=env_int(env, "FIXLAB_WEB_PORT", 8000, lo=0, hi=65535),
+        pages_per_address=env_int(env, "FIXLAB_PAGES_PER_ADDRESS", 2, lo=1),
+        pages_total=env_int(env, "FIXLAB_PAGES_TOTAL", 20, lo=1),
+        order_burst=env_int(env, "FIXLAB_ORDER_BURST", 5, lo=1),
+        order_rate=env_float(env, "FIXLAB_ORDER_RATE", 2.0, lo=0.01),
+        open_orders=env_int(env, "FIXLAB_MAX_OPEN_ORDERS", 20, lo=1),
+        session_minutes=env_int(env, "FIXLAB_SESSION_MINUTES", 10, lo=1),
+        max_frame_bytes=env_int(env, "FIXLAB_WS_MAX_COMMAND_BYTES", 2048, lo=256),
+        ws_max_bytes=env_int(env, "FIXLAB_WS_MAX_FRAME_BYTES", 65536, lo=1024),
+        queue_size=env_int(env, "FIXLAB_WS_QUEUE", 2000, lo=10),
+        start_timeout_s=env_float(env, "FIXLAB_LAB_START_TIMEOUT", 10.0, lo=0.5),
+        tape_size=env_int(env, "FIXLAB_TAPE_SIZE", 50, lo=1, hi=10_000),
+    )

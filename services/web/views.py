@@ -1,0 +1,113 @@
+"""Bus messages turned into the JSON the page reads (see docs/websocket.md). Pure functions."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from services.web.dictionary import Dictionary
+from services.web.wire import ParsedMessage, parse, readable
+from shared.config import CommonSettings
+from shared.schema import Depth, LabNotice, LabState, Trade, WireRecord
+
+JSON = dict[str, Any]
+SIDE_NAMES = {1: "buy", 2: "sell"}
+ORD_STATUS = {"0": "New", "1": "Partially filled", "2": "Filled", "4": "Canceled", "5": "Replaced",
+              "6": "Pending cancel", "8": "Rejected", "A": "Pending new", "E": "Pending replace"}
+
+
+def wire_view(rec: WireRecord, d: Dictionary) -> tuple[JSON, ParsedMessage]:
+    p = parse(rec.raw, d)
+    view = {
+        "type": "wire", "n": rec.n, "source": rec.source, "withheld": rec.withheld, "ts": rec.ts,
+        "msg_type": p.msg_type, "msg_name": p.msg_name, "category": p.category, "seq": p.seq,
+        "fields": [[f.tag, f.name, f.value, f.meaning, f.section] for f in p.fields],
+        "problems": p.problems, "raw": readable(rec.raw),
+    }
+    return view, p
+
+
+def execution_view(p: ParsedMessage, source: str) -> JSON | None:
+    """A fill or a refusal worth its own line on the page, from an exchange ExecutionReport."""
+    if source != "exchange" or p.msg_type not in ("8", "9"):
+        return None
+    if p.msg_type == "9":
+        return {"type": "notice", "level": "error",
+                "text": f"Cancel/replace of {p.get(41) or '?'} refused: {p.get(58) or 'no reason given'}"}
+    exec_type = p.get(150)
+    if exec_type == "F":
+        side = {"1": "buy", "2": "sell"}.get(p.get(54) or "", "?")
+        return {"type": "fill", "clordid": p.get(11) or "", "symbol": p.get(55) or "", "side": side,
+                "last_px": p.get(31) or "", "last_qty": p.get(32) or "", "cum_qty": p.get(14) or "",
+                "leaves_qty": p.get(151) or "", "exec_id": p.get(17) or "", "seq": p.seq}
+    if exec_type == "8":
+        reason = p.get(58) or "no reason given"
+        return {"type": "notice", "level": "error",
+                "text": f"Order {p.get(11) or '?'} rejected by the exchange: {reason}"}
+    return None
+
+
+def state_view(s: LabState, now_ns: int, max_open: int) -> JSON:
+    return {
+        "type": "state", "lab_id": s.lab_id, "comp_id": s.comp_id, "status": s.status,
+        "next_sender_seq": s.next_sender_seq, "next_target_seq": s.next_target_seq,
+        "exchange_next_sender_seq": s.exchange_next_sender_seq,
+        "exchange_next_target_seq": s.exchange_next_target_seq,
+        "heartbeat_s": s.heartbeat_s,
+        "expires_in_s": max(0.0, (s.expires_at - now_ns) / 1e9) if s.expires_at else None,
+        "silent": s.silent, "drop_armed": s.drop_armed, "text": s.text, "max_open_orders": max_open,
+        "orders": [{"clordid": o.clordid, "symbol": o.symbol, "side": SIDE_NAMES.get(o.side, str(o.side)),
+                    "price": o.price, "qty": o.qty, "cum_qty": o.cum_qty, "leaves_qty": o.leaves_qty,
+                    "status": ORD_STATUS.get(o.status, o.status)} for o in s.orders],
+    }
+
+
+def notice_view(n: LabNotice) -> JSON:
+    return {"type": "notice", "level": n.level if n.level in ("info", "error") else "info", "text": n.text}
+
+
+def error_view(text: str, code: str, cmd_id: str | None = None) -> JSON:
+    out: JSON = {"type": "error", "code": code, "text": text}
+    if cmd_id is not None:
+        out["id"] = cmd_id
+    return out
+
+
+class MarketView:
+    """The latest depth per instrument and the recent tape, in prices the visitor reads."""
+
+    def __init__(self, common: CommonSettings, tape_size: int) -> None:
+        self.common = common
+        self.depth: dict[str, JSON] = {}
+        self.tape: deque[JSON] = deque(maxlen=tape_size)
+
+    def _px(self, symbol: str, ticks: int) -> str:
+        inst = self.common.instrument(symbol)
+        return str(inst.to_price(ticks)) if inst else str(ticks)
+
+    def apply(self, msg: Depth | Trade) -> JSON:
+        if isinstance(msg, Depth):
+            view = {"type": "depth", "symbol": msg.symbol, "ts": msg.ts,
+                    "bids": [[self._px(msg.symbol, p), q, n] for p, q, n in msg.bids],
+                    "asks": [[self._px(msg.symbol, p), q, n] for p, q, n in msg.asks]}
+            self.depth[msg.symbol] = view
+            return view
+        view = {"type": "trade", "symbol": msg.symbol, "price": self._px(msg.symbol, msg.price),
+                "qty": msg.qty, "aggressor": SIDE_NAMES.get(msg.aggressor_side, "?"),
+                "match_id": msg.match_id, "ts": msg.ts}
+        self.tape.append(view)
+        return view
+
+    def snapshot(self) -> list[JSON]:
+        out: list[JSON] = [self.depth[s] for s in sorted(self.depth)]
+        out.append({"type": "tape", "trades": list(self.tape)})
+        return out
+
+
+def hello_view(common: CommonSettings, limits: JSON) -> JSON:
+    instruments = []
+    for i in common.instruments:
+        low, high = i.band_ticks
+        instruments.append({"symbol": i.symbol, "reference": str(i.to_price(i.reference_ticks)),
+                            "tick": str(i.tick), "low": str(i.to_price(low)), "high": str(i.to_price(high))})
+    return {"type": "hello", "instruments": instruments, "limits": limits}
