@@ -74,3 +74,12 @@ def bench_compids_key(run_id: str) -> str:
 def bench_instances_key(run_id: str) -> str:
     """A counter bench instances INCR to take distinct instance numbers (0, 1, ...)."""
     return f"{PREFIX}:bench:{run_id}:instances"
+
+
+# Lab CompID claims (services.gateway.lab.claims): one key per claimed CompID, all in one slot.
+LAB_COMPID_CURSOR_KEY = f"{PREFIX}:{{lab-compids}}:cursor"
+
+
+def lab_compid_key(comp_id: str) -> str:
+    """Who holds a lab CompID now ("gateway_id:lab_id"), with a TTL its gateway keeps renewing."""
+    return f"{PREFIX}:{{lab-compids}}:{comp_id}"
