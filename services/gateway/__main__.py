@@ -1,0 +1,58 @@
+"""``python -m services.gateway``: run the FIX acceptor until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from services.gateway.config import gateway_settings
+from services.gateway.server import Gateway
+from shared import logs
+from shared.bus import REDIS_ERRORS, connect, wait_for_redis
+from shared.config import ConfigError
+
+log = logging.getLogger("services.gateway")
+
+
+def main() -> int:
+    logs.setup("gateway")
+    try:
+        settings = gateway_settings()
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    try:
+        wait_for_redis(connect(settings.common.redis_url), timeout_s=30)
+    except REDIS_ERRORS as exc:
+        # Not fatal: the writer and events threads retry; orders wait in the bounded queue.
+        log.warning("redis not answering yet (%s); starting anyway", exc)
+    try:
+        gateway = Gateway(settings)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: logging out every session", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        gateway.start()
+    except Exception as exc:  # e.g. the port is taken: one clear line, not a traceback
+        print(f"gateway: cannot start the FIX acceptor on port {settings.fix_port}: {exc}", file=sys.stderr)
+        return 1
+    print(f"gateway {settings.gateway_id} ready on port {settings.fix_port}", flush=True)
+    while not stop.wait(1.0):
+        pass
+    gateway.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

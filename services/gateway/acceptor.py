@@ -1,0 +1,166 @@
+"""The QuickFIX application of the acceptor: every callback guarded, nothing waits on Redis.
+
+An uncaught Python exception inside a QuickFIX callback ends the whole process (the SWIG wrapper
+calls Py_Exit), so each callback catches everything except QuickFIX's own exceptions, which the engine
+turns into the right answer (UnsupportedMessageType -> BusinessMessageReject).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import quickfix as fix
+
+from services.gateway.intake import CommandQueue
+from services.gateway.translate import HANDLED_TYPES, Refusal, Translator, split_fields
+from shared.clock import now_ns
+from shared.schema import SessionEnded
+
+log = logging.getLogger(__name__)
+
+_HEAD = "8=FIX.4.4\x019=0\x01"
+_TAIL = "10=000\x01"
+
+
+def to_message(body: str) -> fix.Message:
+    """A QuickFIX message from a body that starts at tag 35; Session.send fills in the header."""
+    return fix.Message(_HEAD + body + _TAIL, False)
+
+
+class SessionRegistry:
+    """Which QuickFIX session holds each client CompID, and which are logged on."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, fix.SessionID] = {}
+        self._logged_on: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, sid: fix.SessionID) -> str:
+        comp = sid.getTargetCompID().getValue()
+        copy = fix.SessionID(sid.getBeginString().getValue(), sid.getSenderCompID().getValue(), comp)
+        with self._lock:
+            self._ids[comp] = copy
+        return comp
+
+    def comp_of(self, sid: fix.SessionID) -> str:
+        return str(sid.getTargetCompID().getValue())
+
+    def get(self, comp: str) -> fix.SessionID | None:
+        return self._ids.get(comp)
+
+    def set_logged_on(self, comp: str, on: bool) -> None:
+        with self._lock:
+            if on:
+                self._logged_on.add(comp)
+            else:
+                self._logged_on.discard(comp)
+
+    def logged_on(self) -> list[str]:
+        with self._lock:
+            return sorted(self._logged_on)
+
+    def send(self, comp: str, body: str) -> bool:
+        """Send a message (body from tag 35) on ``comp``'s session; False when there is none."""
+        sid = self._ids.get(comp)
+        if sid is None:
+            return False
+        try:
+            return bool(fix.Session.sendToTarget(to_message(body), sid))
+        except fix.SessionNotFound:
+            return False
+
+
+class Counters:
+    """What the health report shows; plain ints written by one thread each (the GIL suffices)."""
+
+    def __init__(self) -> None:
+        self.orders_in = 0
+        self.refused = 0
+        self.busy = 0
+        self.reports_out = 0
+        self.unroutable = 0
+        self.callback_errors = 0
+        self.logons = 0
+
+
+class GatewayApp(fix.Application):
+    """QuickFIX callbacks: parse, translate, hand off; answer refusals on the spot."""
+
+    def __init__(self, translator: Translator, queue: CommandQueue, registry: SessionRegistry,
+                 counters: Counters, on_logon: Callable[[str], None] | None = None) -> None:
+        super().__init__()
+        self.translator = translator
+        self.queue = queue
+        self.registry = registry
+        self.counters = counters
+        self.on_logon = on_logon
+
+    def onCreate(self, sid: fix.SessionID) -> None:
+        try:
+            self.registry.add(sid)
+        except Exception:
+            self._failed("onCreate")
+
+    def onLogon(self, sid: fix.SessionID) -> None:
+        try:
+            comp = self.registry.comp_of(sid)
+            self.registry.set_logged_on(comp, True)
+            self.counters.logons += 1
+            log.info("logon", extra={"session": comp})
+            if self.on_logon is not None:
+                self.on_logon(comp)
+        except Exception:
+            self._failed("onLogon")
+
+    def onLogout(self, sid: fix.SessionID) -> None:
+        try:
+            comp = self.registry.comp_of(sid)
+            self.registry.set_logged_on(comp, False)
+            log.info("logout: cancelling its resting orders", extra={"session": comp})
+            self.queue.put_always(SessionEnded(comp, self.translator.reply_to, now_ns()))
+        except Exception:
+            self._failed("onLogout")
+
+    def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
+        return None
+
+    def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
+        return None
+
+    def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:
+        return None
+
+    def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:
+        try:
+            raw = message.toString()
+            fields = split_fields(raw)
+            msg_type = fields.get("35", "")
+        except Exception:
+            self._failed("fromApp")
+            return
+        if msg_type not in HANDLED_TYPES:
+            # The engine answers with its own BusinessMessageReject (380=3).
+            raise fix.UnsupportedMessageType()
+        try:
+            self.counters.orders_in += 1
+            cmd = self.translator.command(msg_type, fields, now_ns())
+            if isinstance(cmd, Refusal):
+                self.counters.refused += 1
+                self.registry.send(cmd.session, cmd.body)
+            elif not self.queue.put(cmd):
+                self.counters.busy += 1
+                self._busy(msg_type, fields)
+        except Exception:
+            self._failed("fromApp")
+
+    def _busy(self, msg_type: str, f: dict[str, str]) -> None:
+        text = (f"exchange busy: {len(self.queue)} commands are waiting for the order bus; "
+                "this one was not accepted, send it again later")
+        refusal = self.translator.refusal(msg_type, f, text, now_ns())
+        self.registry.send(refusal.session, refusal.body)
+
+    def _failed(self, where: str) -> None:
+        self.counters.callback_errors += 1
+        log.exception("error in QuickFIX callback %s (caught: the gateway stays up)", where)

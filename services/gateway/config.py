@@ -1,0 +1,84 @@
+"""The gateway's settings: read once from the environment at start-up, frozen."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.config import (
+    ENV_PREFIX,
+    CommonSettings,
+    ConfigError,
+    common_settings,
+    env_bool,
+    env_int,
+    env_opt_str,
+    env_str,
+)
+
+STORES = ("memory", "file")
+
+
+def data_dictionary_path() -> Path:
+    """The FIX 4.4 dictionary the quickfix package installs (never copied into the repo)."""
+    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    """Everything ``python -m services.gateway`` needs."""
+
+    common: CommonSettings
+    gateway_id: str
+    fix_host: str  # address the acceptor binds
+    fix_port: int
+    sessions_file: Path | None  # extra sessions in QuickFIX's own settings format
+    heartbeat_s: int  # HeartBtInt the README recommends; the initiator's Logon decides per session
+    labs: bool
+    run_dir: Path
+    store: str  # "memory" (default: seed 000, everything in memory) or "file" for CLIENT sessions
+    queue_max: int  # bounded hand-off between QuickFIX callbacks and the Redis writer
+    data_dictionary: Path
+
+    @property
+    def store_dir(self) -> Path:
+        return self.run_dir / "gateway" / self.gateway_id / "store"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "gateway" / self.gateway_id / "log"
+
+
+def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
+    """Read and check the gateway's settings; raise ConfigError with one clear line."""
+    env = os.environ if env is None else env
+    common = common_settings(env)
+    gateway_id = env_str(env, ENV_PREFIX + "GATEWAY_ID", "gw1")
+    if not gateway_id.replace("-", "").replace("_", "").isalnum() or len(gateway_id) > 32:
+        raise ConfigError(f"FIXLAB_GATEWAY_ID={gateway_id!r} must be letters, digits, '-' or '_' (up to 32)")
+    sessions_raw = env_opt_str(env, ENV_PREFIX + "FIX_SESSIONS_FILE")
+    sessions_file = Path(sessions_raw) if sessions_raw else None
+    if sessions_file is not None and not sessions_file.is_file():
+        raise ConfigError(f"FIXLAB_FIX_SESSIONS_FILE={sessions_raw!r} is not a readable file")
+    store = env_str(env, ENV_PREFIX + "FIX_STORE", "memory").lower()
+    if store not in STORES:
+        raise ConfigError(f"FIXLAB_FIX_STORE={store!r} is not one of {', '.join(STORES)}")
+    dd = data_dictionary_path()
+    if not dd.is_file():
+        raise ConfigError(f"the FIX 4.4 data dictionary {dd} is missing (reinstall quickfix==1.16.0)")
+    return GatewaySettings(
+        common=common,
+        gateway_id=gateway_id,
+        fix_host=env_str(env, ENV_PREFIX + "FIX_HOST", "0.0.0.0"),
+        fix_port=env_int(env, ENV_PREFIX + "FIX_PORT", 9878, lo=1, hi=65535),
+        sessions_file=sessions_file,
+        heartbeat_s=env_int(env, ENV_PREFIX + "HEARTBEAT_S", 30, lo=1, hi=3600),
+        labs=env_bool(env, ENV_PREFIX + "LABS", True),
+        run_dir=Path(env_str(env, ENV_PREFIX + "RUN_DIR", ".run")).resolve(),
+        store=store,
+        queue_max=env_int(env, ENV_PREFIX + "GATEWAY_QUEUE", 100_000, lo=10),
+        data_dictionary=dd,
+    )

@@ -1,0 +1,150 @@
+"""From QuickFIX callbacks to the orders streams: a bounded hand-off and the writer thread.
+
+QuickFIX callbacks must never wait on Redis, so ``fromApp`` only appends to ``CommandQueue``; the
+``Writer`` drains whatever has gathered, groups it by matcher shard and publishes one stream entry
+per shard per drain, all in one MULTI/EXEC pipeline. When Redis is down the writer keeps the drained
+batch and retries with back-off; commands keep gathering in the queue up to its bound, after which
+the gateway refuses new orders with a clear Text instead of losing them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterable
+
+import redis
+
+from shared import streams
+from shared.bus import REDIS_ERRORS, publish
+from shared.config import Instrument
+from shared.schema import Command, Message, SessionEnded
+
+log = logging.getLogger(__name__)
+
+
+class CommandQueue:
+    """A bounded FIFO between the engine threads and the writer; cheap on the put side."""
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._items: deque[Command] = deque()
+        self._wake = threading.Event()
+        self._idle = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, cmd: Command) -> bool:
+        """Append ``cmd``; False when the queue is full (the caller refuses the order)."""
+        if len(self._items) >= self.maxlen:
+            return False
+        self._items.append(cmd)
+        # Waking a thread costs a lock and a futex: pay it only when the writer sleeps.
+        if self._idle:
+            self._wake.set()
+        return True
+
+    def put_always(self, cmd: Command) -> None:
+        """Append a command that must not be refused (SessionEnded), even past the bound."""
+        self._items.append(cmd)
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def take(self, max_items: int, timeout_s: float) -> list[Command]:
+        """Return up to ``max_items`` commands, waiting up to ``timeout_s`` for the first."""
+        items = self._items
+        if not items:
+            self._idle = True
+            # Re-check after raising the flag: a put between the two sees the flag and wakes us.
+            if not items:
+                self._wake.wait(timeout_s)
+            self._idle = False
+            self._wake.clear()
+        n = min(len(items), max_items)
+        popleft = items.popleft
+        return [popleft() for _ in range(n)]
+
+
+class Writer:
+    """Publishes queued commands to the orders stream of each command's shard."""
+
+    def __init__(self, r: redis.Redis, queue: CommandQueue, instruments: Iterable[Instrument],
+                 maxlen: int, *, max_batch: int = 2000) -> None:
+        self.r = r
+        self.queue = queue
+        self.maxlen = maxlen
+        self.max_batch = max_batch
+        self.stream_of = {i.symbol: streams.orders_stream(i.shard) for i in instruments}
+        self.all_streams = tuple(sorted(set(self.stream_of.values())))
+        self.published = 0
+        self.entries = 0
+        self.retries = 0
+        self._stop = threading.Event()
+        self._abandon = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gateway-writer", daemon=True)
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Publish what is queued (while Redis answers, up to ``timeout_s``), then stop."""
+        self._stop.set()
+        self.queue.wake()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._abandon.set()
+            self._thread.join(1.0)
+
+    def group(self, batch: list[Command]) -> dict[str, list[Message]]:
+        """Commands by orders stream, in arrival order; SessionEnded goes to every shard."""
+        out: dict[str, list[Message]] = {}
+        stream_of = self.stream_of
+        for cmd in batch:
+            if isinstance(cmd, SessionEnded):
+                for stream in self.all_streams:
+                    out.setdefault(stream, []).append(cmd)
+                continue
+            stream = stream_of[cmd.symbol]
+            msgs = out.get(stream)
+            if msgs is None:
+                out[stream] = [cmd]
+            else:
+                msgs.append(cmd)
+        return out
+
+    def flush(self, batch: list[Command]) -> bool:
+        """Publish ``batch``, retrying through Redis outages; False when stopped with it unsent."""
+        grouped = self.group(batch)
+        delay = 0.05
+        while True:
+            try:
+                pipe = self.r.pipeline(transaction=True)
+                for stream, msgs in grouped.items():
+                    publish(pipe, stream, msgs, self.maxlen)
+                pipe.execute()
+                self.published += len(batch)
+                self.entries += len(grouped)
+                return True
+            except REDIS_ERRORS as exc:
+                self.retries += 1
+                log.warning("redis unavailable, %d commands wait (%d more queued): %s; retrying in %.2fs",
+                            len(batch), len(self.queue), exc, delay)
+                if self._abandon.wait(delay):
+                    return False
+                delay = min(delay * 2, 1.0)
+
+    def _run(self) -> None:
+        while True:
+            batch = self.queue.take(self.max_batch, 0.2)
+            if batch:
+                if not self.flush(batch):
+                    log.error("stopping with %d commands unpublished (redis unavailable)",
+                              len(batch) + len(self.queue))
+                    return
+            elif self._stop.is_set():
+                return

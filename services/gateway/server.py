@@ -1,0 +1,119 @@
+"""The gateway assembled: QuickFIX acceptor, writer thread, events thread, health, labs."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from typing import Any
+
+import quickfix as fix
+
+from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
+from services.gateway.config import GatewaySettings
+from services.gateway.intake import CommandQueue, Writer
+from services.gateway.reports import ReportSender
+from services.gateway.sessions import load_sessions, settings_text
+from services.gateway.translate import Translator
+from shared.bus import connect
+from shared.health import HealthReporter
+
+log = logging.getLogger(__name__)
+
+
+class Gateway:
+    """Start with ``start()``, stop with ``stop()`` (Logout to every session, then flush and stop)."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        common = settings.common
+        specs = load_sessions(settings.sessions_file)
+        self.session_count = len(specs)
+        base = settings.run_dir / "gateway" / settings.gateway_id
+        base.mkdir(parents=True, exist_ok=True)
+        store_dir = settings.store_dir if settings.store == "file" else None
+        if store_dir is not None:
+            store_dir.mkdir(parents=True, exist_ok=True)
+        self.settings_path = base / "acceptor.cfg"
+        self.settings_path.write_text(settings_text(
+            specs, port=settings.fix_port, host=settings.fix_host,
+            data_dictionary=settings.data_dictionary, store_dir=store_dir))
+        # Exec ids of the gateway's own refusals must not repeat across restarts.
+        prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
+        self.translator = Translator(common.instruments, settings.gateway_id, prefix)
+        self.queue = CommandQueue(settings.queue_max)
+        self.registry = SessionRegistry()
+        self.counters = Counters()
+        self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters)
+        self.writer = Writer(connect(common.redis_url), self.queue, common.instruments, common.stream_maxlen)
+        self.reports = ReportSender(connect(common.redis_url), settings.gateway_id, self.translator,
+                                    self.registry, self.counters, common.stream_maxlen)
+        self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
+                                     self.health_counters)
+        self.labs: Any = None
+        self._fix_settings = fix.SessionSettings(str(self.settings_path))
+        store: Any = (fix.FileStoreFactory(self._fix_settings) if store_dir is not None
+                      else fix.MemoryStoreFactory())
+        self._store = store
+        self.acceptor = fix.SocketAcceptor(self.app, store, self._fix_settings)
+
+    def health_counters(self) -> dict[str, int | str]:
+        c = self.counters
+        return {
+            "fix_port": self.settings.fix_port,
+            "sessions_configured": self.session_count,
+            "sessions_logged_on": len(self.registry.logged_on()),
+            "logons": c.logons,
+            "orders_in": c.orders_in,
+            "refused": c.refused,
+            "busy": c.busy,
+            "published": self.writer.published,
+            "queue_depth": len(self.queue),
+            "reports_out": c.reports_out,
+            "unroutable": c.unroutable,
+            "callback_errors": c.callback_errors,
+            "labs": "on" if self.labs is not None else "off",
+        }
+
+    def start(self) -> Gateway:
+        self.writer.start()
+        self.reports.start()
+        self.acceptor.start()
+        log.info("FIX acceptor listening on %s:%d (%d sessions, SenderCompID FIXLAB)",
+                 self.settings.fix_host, self.settings.fix_port, self.session_count)
+        if self.settings.labs:
+            self.labs = start_labs(self.settings)
+        self.health.start()
+        return self
+
+    def stop(self) -> None:
+        if self.labs is not None:
+            try:
+                self.labs.stop()
+            except Exception:
+                log.exception("lab manager did not stop cleanly")
+        # Logout to every session; each onLogout queues a SessionEnded the writer still publishes.
+        self.acceptor.stop()
+        self.writer.stop()
+        self.reports.stop()
+        self.health.stop()
+        log.info("gateway stopped: %d commands published, %d reports sent",
+                 self.writer.published, self.counters.reports_out)
+
+
+def start_labs(settings: GatewaySettings) -> Any:
+    """Start the lab manager when its module exists; labs are optional."""
+    try:
+        module = importlib.import_module("services.gateway.lab")
+        manager_cls = module.LabManager
+    except (ImportError, AttributeError) as exc:
+        log.warning("lab sessions unavailable: %s", exc)
+        return None
+    try:
+        manager = manager_cls(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port)
+        manager.start()
+    except Exception:
+        log.exception("lab manager failed to start; the acceptor runs without labs")
+        return None
+    return manager
+

@@ -1,0 +1,342 @@
+"""FIX <-> bus translation: pure functions over strings, no QuickFIX, no Redis.
+
+Incoming: the text of an application message (``message.toString()``) is split into a dict of
+tag -> value strings (tags stay strings: no int() per field on the hot path), then turned into a bus
+command, or into the gateway's own refusal (a rejected ExecutionReport or an OrderCancelReject) when
+the order can never be valid here (not a limit order, a price off the tick grid, an unknown TIF...).
+
+Outgoing: every order event becomes the body of an ExecutionReport (35=8) or OrderCancelReject (35=9),
+as a string starting at tag 35; the adapter wraps it in a header and QuickFIX fills in the rest.
+Prices on the wire are decimals; inside they are integer ticks, converted with Decimal, never float.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from shared.config import Instrument
+from shared.schema import (
+    BUY,
+    CXL_OTHER,
+    CXL_UNKNOWN_ORDER,
+    DAY,
+    GTC,
+    REJ_INCORRECT_QUANTITY,
+    REJ_OTHER,
+    REJ_UNKNOWN_SYMBOL,
+    RESPONSE_TO_CANCEL,
+    RESPONSE_TO_REPLACE,
+    SELL,
+    Accepted,
+    Cancelled,
+    CancelOrder,
+    CancelRejected,
+    Command,
+    Filled,
+    Message,
+    NewOrder,
+    Rejected,
+    Replaced,
+    ReplaceOrder,
+)
+
+SOH = "\x01"
+NEW_ORDER = "D"
+CANCEL = "F"
+REPLACE = "G"
+HANDLED_TYPES = frozenset((NEW_ORDER, CANCEL, REPLACE))
+NO_ORDER_ID = "NONE"
+
+_SIDES = {"1": BUY, "2": SELL}
+_TIFS = {"0": DAY, "1": GTC}
+
+
+class MalformedMessage(ValueError):
+    """Text that is not a FIX message (QuickFIX normally stops these before they reach us)."""
+
+
+def split_fields(raw: str) -> dict[str, str]:
+    """Return tag -> value of a whole FIX message; a repeated tag keeps its last value."""
+    out: dict[str, str] = {}
+    for item in raw.split(SOH):
+        if not item:
+            continue
+        tag, sep, value = item.partition("=")
+        if not sep or not tag.isdigit():
+            raise MalformedMessage(f"not a tag=value field: {item[:40]!r}")
+        out[tag] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The gateway answers a command itself: ``body`` is a whole message from tag 35 on."""
+
+    session: str
+    body: str
+    text: str
+
+
+def fix_time(ns: int) -> str:
+    """UTCTimestamp with milliseconds, as FIX 4.4 writes it."""
+    secs, rem = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(secs)) + f".{rem // 1_000_000:03d}"
+
+
+class Translator:
+    """Turn FIX application messages into bus commands and order events into FIX messages."""
+
+    def __init__(self, instruments: Iterable[Instrument], reply_to: str, id_prefix: str = "") -> None:
+        self.instruments = {i.symbol: i for i in instruments}
+        if not self.instruments:
+            raise ValueError("no instruments")
+        self._default_tick = next(iter(self.instruments.values())).tick
+        self.reply_to = reply_to
+        self.id_prefix = id_prefix or reply_to
+        self._next_exec = 0
+        self._ticks_cache: dict[tuple[str, str], int | str] = {}
+        self._price_cache: dict[tuple[str, int], str] = {}
+        self._time_sec = -1
+        self._time_text = ""
+
+    # ------------------------------------------------------------------ inbound
+
+    def command(self, msg_type: str, f: dict[str, str], ts: int) -> Command | Refusal:
+        """Translate one application message (fields from ``split_fields``)."""
+        session = f.get("49", "")
+        if msg_type == NEW_ORDER:
+            return self._new_order(session, f, ts)
+        if msg_type == CANCEL:
+            return self._cancel(session, f, ts)
+        if msg_type == REPLACE:
+            return self._replace(session, f, ts)
+        raise ValueError(f"MsgType {msg_type!r} is not an order message")
+
+    def _new_order(self, session: str, f: dict[str, str], ts: int) -> NewOrder | Refusal:
+        clordid = f.get("11", "")
+        symbol = f.get("55", "")
+        side_raw = f.get("54", "")
+        problem, reason, inst, side, price, qty = self._order_terms(f, symbol, side_raw)
+        tif = DAY
+        if problem is None:
+            tif_raw = f.get("59")
+            if tif_raw is not None:
+                tif_val = _TIFS.get(tif_raw)
+                if tif_val is None:
+                    problem, reason = (f"TimeInForce 59={tif_raw} is not supported: use 0 (Day) or 1 (GTC)",
+                                       REJ_OTHER)
+                else:
+                    tif = tif_val
+        if problem is not None:
+            return Refusal(session, self._reject_body(f, reason, problem, ts), problem)
+        assert inst is not None
+        return NewOrder(session, clordid, symbol, side, price, qty, tif, self.reply_to,
+                        _seq(f), ts)
+
+    def _order_terms(self, f: dict[str, str], symbol: str, side_raw: str
+                     ) -> tuple[str | None, int, Instrument | None, int, int, int]:
+        """Check symbol, side, type, price and quantity: (problem, OrdRejReason, inst, side, ticks, qty)."""
+        inst = self.instruments.get(symbol)
+        if inst is None:
+            known = ", ".join(self.instruments)
+            return f"unknown symbol {symbol!r}: this exchange trades {known}", REJ_UNKNOWN_SYMBOL, \
+                None, 0, 0, 0
+        side = _SIDES.get(side_raw)
+        if side is None:
+            return f"Side 54={side_raw} is not supported: use 1 (Buy) or 2 (Sell)", REJ_OTHER, None, 0, 0, 0
+        ord_type = f.get("40", "")
+        if ord_type != "2":
+            return (f"OrdType 40={ord_type} is not accepted: only limit orders (40=2) trade here",
+                    REJ_OTHER, None, 0, 0, 0)
+        px_raw = f.get("44")
+        if px_raw is None:
+            return "a limit order needs a Price (44)", REJ_OTHER, None, 0, 0, 0
+        ticks = self._ticks(inst, px_raw)
+        if isinstance(ticks, str):
+            return ticks, REJ_OTHER, None, 0, 0, 0
+        qty_raw = f.get("38")
+        if qty_raw is None:
+            return "OrderQty (38) is required", REJ_INCORRECT_QUANTITY, None, 0, 0, 0
+        qty = _whole(qty_raw)
+        if qty is None or qty < 1:
+            return (f"OrderQty 38={qty_raw} is not a whole number of units of at least 1",
+                    REJ_INCORRECT_QUANTITY, None, 0, 0, 0)
+        return None, 0, inst, side, ticks, qty
+
+    def _ticks(self, inst: Instrument, px_raw: str) -> int | str:
+        """Price in ticks, or the reason it is refused (cached: clients repeat a few prices)."""
+        key = (inst.symbol, px_raw)
+        hit = self._ticks_cache.get(key)
+        if hit is not None:
+            return hit
+        result: int | str
+        try:
+            price = Decimal(px_raw)
+        except InvalidOperation:
+            price = Decimal("NaN")
+        if not price.is_finite():
+            result = f"Price 44={px_raw} is not a decimal number"
+        elif price <= 0:
+            result = f"Price 44={px_raw} must be positive"
+        else:
+            ticks = inst.to_ticks(price)
+            result = (ticks if ticks is not None else
+                      f"Price 44={px_raw} is not a whole number of ticks of {inst.tick} for {inst.symbol}")
+        if len(self._ticks_cache) > 10_000:
+            self._ticks_cache.clear()
+        self._ticks_cache[key] = result
+        return result
+
+    def _cancel(self, session: str, f: dict[str, str], ts: int) -> CancelOrder | Refusal:
+        symbol = f.get("55", "")
+        if symbol not in self.instruments:
+            text = f"unknown symbol {symbol!r}: no such order"
+            body = self._cancel_reject_body(f, RESPONSE_TO_CANCEL, CXL_UNKNOWN_ORDER, text, ts)
+            return Refusal(session, body, text)
+        return CancelOrder(session, f.get("11", ""), f.get("41", ""), symbol, _SIDES.get(f.get("54", ""), 0),
+                           self.reply_to, _seq(f), ts)
+
+    def _replace(self, session: str, f: dict[str, str], ts: int) -> ReplaceOrder | Refusal:
+        symbol = f.get("55", "")
+        problem, _reason, _inst, side, price, qty = self._order_terms(f, symbol, f.get("54", ""))
+        if problem is not None:
+            reason = CXL_UNKNOWN_ORDER if symbol not in self.instruments else CXL_OTHER
+            return Refusal(session, self._cancel_reject_body(f, RESPONSE_TO_REPLACE, reason, problem, ts),
+                           problem)
+        return ReplaceOrder(session, f.get("11", ""), f.get("41", ""), symbol, side, price, qty,
+                            self.reply_to, _seq(f), ts)
+
+    def refusal(self, msg_type: str, f: dict[str, str], text: str, ts: int) -> Refusal:
+        """The gateway's own refusal of an order message (e.g. when its queue is full)."""
+        session = f.get("49", "")
+        if msg_type == NEW_ORDER:
+            return Refusal(session, self._reject_body(f, REJ_OTHER, text, ts), text)
+        response_to = RESPONSE_TO_CANCEL if msg_type == CANCEL else RESPONSE_TO_REPLACE
+        return Refusal(session, self._cancel_reject_body(f, response_to, CXL_OTHER, text, ts), text)
+
+    def _exec_id(self) -> str:
+        self._next_exec += 1
+        return f"{self.id_prefix}-{self._next_exec}"
+
+    def _reject_body(self, f: dict[str, str], reason: int, text: str, ts: int) -> str:
+        # Echo what the client sent (as text, even when it is not valid here) so it can match the reply.
+        side = f.get("54", "1")
+        parts = ["35=8", "37=" + NO_ORDER_ID, "17=" + self._exec_id(), "11=" + f.get("11", "NONE"),
+                 "150=8", "39=8", "55=" + (f.get("55") or "NONE"), "54=" + side]
+        qty = f.get("38")
+        if qty is not None:
+            parts.append("38=" + qty)
+        ord_type = f.get("40")
+        if ord_type is not None:
+            parts.append("40=" + ord_type)
+        px = f.get("44")
+        if px is not None:
+            parts.append("44=" + px)
+        parts += ["151=0", "14=0", "6=0", "60=" + self._time(ts), "58=" + _clean(text), f"103={reason}"]
+        return SOH.join(parts) + SOH
+
+    def _cancel_reject_body(self, f: dict[str, str], response_to: int, reason: int, text: str,
+                            ts: int) -> str:
+        parts = ["35=9", "37=" + NO_ORDER_ID, "11=" + f.get("11", "NONE"), "41=" + f.get("41", "NONE"),
+                 "39=8", f"434={response_to}", f"102={reason}", "60=" + self._time(ts),
+                 "58=" + _clean(text)]
+        return SOH.join(parts) + SOH
+
+    # ------------------------------------------------------------------ outbound
+
+    def report(self, ev: Message) -> str:
+        """The FIX message (from tag 35 on) that tells a client about an order event."""
+        if isinstance(ev, Filled):
+            status = "2" if ev.leaves_qty == 0 else "1"
+            px = self._px(ev.symbol, ev.price)
+            return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=F\x0139={status}"
+                    f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2\x0144={px}"
+                    f"\x0131={self._px(ev.symbol, ev.last_px)}\x0132={ev.last_qty}\x01151={ev.leaves_qty}"
+                    f"\x0114={ev.cum_qty}\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}"
+                    f"\x0160={self._time(ev.ts)}\x01880={ev.match_id}\x01")
+        if isinstance(ev, Accepted):
+            px = self._px(ev.symbol, ev.price)
+            return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=0\x0139=0"
+                    f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2\x0144={px}"
+                    f"\x0159={ev.tif}\x01151={ev.qty}\x0114=0\x016=0\x0160={self._time(ev.ts)}\x01")
+        if isinstance(ev, Cancelled):
+            return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x0141={ev.orig_clordid}"
+                    f"\x01150=4\x0139=4\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2"
+                    f"\x0144={self._px(ev.symbol, ev.price)}\x01151=0\x0114={ev.cum_qty}"
+                    f"\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}\x0160={self._time(ev.ts)}"
+                    + (f"\x0158={_clean(ev.text)}" if ev.text else "") + "\x01")
+        if isinstance(ev, Replaced):
+            status = "1" if ev.cum_qty > 0 else "0"
+            return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x0141={ev.orig_clordid}"
+                    f"\x01150=5\x0139={status}\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2"
+                    f"\x0144={self._px(ev.symbol, ev.price)}\x01151={ev.leaves_qty}\x0114={ev.cum_qty}"
+                    f"\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}\x0160={self._time(ev.ts)}\x01")
+        if isinstance(ev, Rejected):
+            side = ev.side if ev.side in (BUY, SELL) else BUY
+            return (f"35=8\x0137={NO_ORDER_ID}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=8\x0139=8"
+                    f"\x0155={ev.symbol or 'NONE'}\x0154={side}\x0138={ev.qty}\x0140=2"
+                    f"\x0144={self._px(ev.symbol, ev.price)}\x01151=0\x0114=0\x016=0"
+                    f"\x0160={self._time(ev.ts)}\x0158={_clean(ev.text)}\x01103={ev.reason}\x01")
+        if isinstance(ev, CancelRejected):
+            return (f"35=9\x0137={ev.order_id or NO_ORDER_ID}\x0111={ev.clordid}\x0141={ev.orig_clordid}"
+                    f"\x0139={ev.status}\x01434={ev.response_to}\x01102={ev.reason}"
+                    f"\x0160={self._time(ev.ts)}\x0158={_clean(ev.text)}\x01")
+        raise TypeError(f"{type(ev).__name__} is not an order event")
+
+    def _px(self, symbol: str, ticks: int) -> str:
+        key = (symbol, ticks)
+        text = self._price_cache.get(key)
+        if text is None:
+            inst = self.instruments.get(symbol)
+            tick = inst.tick if inst is not None else self._default_tick
+            text = str(ticks * tick)
+            if len(self._price_cache) > 10_000:
+                self._price_cache.clear()
+            self._price_cache[key] = text
+        return text
+
+    def _avg_px(self, symbol: str, cum_cost: int, cum_qty: int) -> str:
+        if cum_qty == 0:
+            return "0"
+        inst = self.instruments.get(symbol)
+        tick = inst.tick if inst is not None else self._default_tick
+        q, r = divmod(cum_cost, cum_qty)
+        if r == 0:
+            return self._px(symbol, q)
+        # Not a whole tick: exact to 10 decimal places, then trailing zeros dropped.
+        avg = (Decimal(cum_cost) * tick / cum_qty).quantize(Decimal("1E-10"))
+        return format(avg.normalize(), "f")
+
+    def _time(self, ns: int) -> str:
+        secs, rem = divmod(ns, 1_000_000_000)
+        if secs != self._time_sec:
+            self._time_sec = secs
+            self._time_text = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(secs))
+        return f"{self._time_text}.{rem // 1_000_000:03d}"
+
+
+def _seq(f: dict[str, str]) -> int:
+    raw = f.get("34", "0")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _whole(raw: str) -> int | None:
+    """A quantity that is a whole number, written as an integer or with zero decimals ("10.00")."""
+    if raw.isdigit():
+        return int(raw)
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+def _clean(text: str) -> str:
+    """Text for tag 58: no SOH (it would end the field) and not empty."""
+    cleaned = text.replace(SOH, " ").replace("\r", " ").replace("\n", " ")
+    return cleaned or "rejected"
