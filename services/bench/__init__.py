@@ -1,0 +1,1 @@
+"""The bench: QuickFIX initiators that measure the exchange's ack latency and throughput."""

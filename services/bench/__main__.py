@@ -1,0 +1,106 @@
+"""``python -m services.bench``: measure ack latency and throughput of a FIX 4.4 exchange."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from services.bench.runner import BenchConfig, run
+from shared import logs
+
+
+def _addr(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must not be negative")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m services.bench", description=__doc__)
+    p.add_argument("--addr", type=_addr, default=("127.0.0.1", 9878), help="exchange HOST:PORT")
+    p.add_argument("--sessions", type=_positive, default=1, help="FIX sessions in the whole run")
+    p.add_argument("--window", type=_positive, default=1, help="most unanswered orders per session")
+    p.add_argument("--orders", type=_positive, default=20_000, help="measured orders in the whole run")
+    p.add_argument("--warmup", type=_count, default=1_000, help="warm-up orders per session")
+    p.add_argument("--out", type=Path, help="write the (merged) result as one JSON object here")
+    p.add_argument("--instances", type=_positive, default=1,
+                   help="bench processes in this run (more than one meet on Redis: REDIS_URL)")
+    p.add_argument("--run-id", default=os.environ.get("FIXLAB_BENCH_RUN_ID", ""),
+                   help="names the run on Redis (required with --instances > 1)")
+    p.add_argument("--first-compid", type=_positive, default=1, help="first BENCH CompID number")
+    p.add_argument("--symbol", default="ACORN.LAB")
+    p.add_argument("--price", default="100.00", help="limit price, as it goes into tag 44")
+    p.add_argument("--stall", type=float, default=10.0,
+                   help="seconds without any answer after which unanswered orders count as lost")
+    p.add_argument("--logon-timeout", type=float, default=30.0)
+    p.add_argument("--barrier-timeout", type=float, default=300.0)
+    p.add_argument("--latencies", type=Path, help="also write every latency (ns, sorted) here, one a line")
+    p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logs.setup("bench")
+    if args.instances > 1 and not args.run_id:
+        print("bench: --instances > 1 needs --run-id (the same in every instance)", file=sys.stderr)
+        return 2
+    redis_url = os.environ.get("REDIS_URL", "")
+    if args.instances > 1 and not redis_url:
+        print("bench: --instances > 1 meets on Redis: set REDIS_URL", file=sys.stderr)
+        return 2
+    config = BenchConfig(
+        host=args.addr[0], port=args.addr[1], sessions=args.sessions, window=args.window,
+        orders=args.orders, warmup=args.warmup, instances=args.instances,
+        run_id=args.run_id or uuid.uuid4().hex[:12], first_compid=args.first_compid,
+        symbol=args.symbol, price=args.price, stall_s=args.stall, logon_timeout_s=args.logon_timeout,
+        barrier_timeout_s=args.barrier_timeout, redis_url=redis_url, progress=args.progress,
+    )
+    try:
+        summary, latencies = run(config)
+    except (ValueError, TimeoutError, RuntimeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+    record = {**summary.to_json(), "addr": f"{config.host}:{config.port}", "warmup": config.warmup,
+              "run_id": config.run_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    print(json.dumps(record), flush=True)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=2) + "\n")
+    if args.latencies is not None:
+        args.latencies.write_text("".join(f"{x}\n" for x in latencies))
+    if summary.lost:
+        logging.getLogger("bench").error("%d orders lost", summary.lost)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""QuickFIX settings and message templates shared by the bench client and the baseline acceptor.
+
+Messages are built from strings and copied templates, fields read with ``getField(int)``: the typed
+field API of the Python bindings costs ~30x more (../shared/QUICKFIX.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import quickfix as fix
+
+from shared.compids import BEGIN_STRING, BENCH_COMP_IDS, EXCHANGE_COMP_ID
+
+
+def data_dictionary_path() -> Path:
+    """The FIX 4.4 dictionary the quickfix package installs."""
+    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
+
+
+def bench_comp_ids(first: int, count: int) -> list[str]:
+    """``count`` CompIDs from the BENCH pool starting at number ``first`` (1-based)."""
+    if first < 1 or count < 1 or first - 1 + count > len(BENCH_COMP_IDS):
+        raise ValueError(f"BENCH{first:03d} + {count} sessions is outside the pool "
+                         f"BENCH001..BENCH{len(BENCH_COMP_IDS):03d}")
+    return list(BENCH_COMP_IDS[first - 1:first - 1 + count])
+
+
+def _defaults(conn_type: str, heartbeat_s: int) -> fix.Dictionary:
+    d = fix.Dictionary()
+    for key, value in (
+        ("ConnectionType", conn_type),
+        ("BeginString", BEGIN_STRING),
+        ("StartTime", "00:00:00"),
+        ("EndTime", "00:00:00"),
+        ("HeartBtInt", str(heartbeat_s)),
+        ("ReconnectInterval", "1"),
+        ("UseDataDictionary", "Y"),
+        ("DataDictionary", str(data_dictionary_path())),
+        ("ResetOnLogon", "Y"),
+        ("ResetOnDisconnect", "Y"),
+        ("SocketNodelay", "Y"),
+        ("TimestampPrecision", "6"),
+    ):
+        d.setString(key, value)
+    return d
+
+
+def initiator_settings(host: str, port: int, comp_ids: Sequence[str],
+                       heartbeat_s: int = 30) -> fix.SessionSettings:
+    """One initiator session per CompID, all to FIXLAB at host:port, messages kept in memory."""
+    settings = fix.SessionSettings()
+    d = _defaults("initiator", heartbeat_s)
+    d.setString("SocketConnectHost", host)
+    d.setString("SocketConnectPort", str(port))
+    # The bench never resends an order: the exchange gets gap fills instead of a stored copy.
+    d.setString("PersistMessages", "N")
+    settings.set(d)
+    for comp_id in comp_ids:
+        settings.set(fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID), fix.Dictionary())
+    return settings
+
+
+def acceptor_settings(port: int, comp_ids: Sequence[str], host: str = "127.0.0.1") -> fix.SessionSettings:
+    """An acceptor for FIXLAB on host:port accepting the given client CompIDs (FIX 4.4, validated)."""
+    settings = fix.SessionSettings()
+    d = _defaults("acceptor", 30)
+    d.setString("SocketAcceptPort", str(port))
+    d.setString("SocketAcceptHost", host)
+    settings.set(d)
+    for comp_id in comp_ids:
+        settings.set(fix.SessionID(BEGIN_STRING, EXCHANGE_COMP_ID, comp_id), fix.Dictionary())
+    return settings
+
+
+class TransactTime:
+    """TransactTime (60) text, rebuilt once a second: a bench needs a valid stamp, not a precise one."""
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self) -> str:
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._text = time.strftime("%Y%m%d-%H:%M:%S.000", time.gmtime(now))
+        return self._text
+
+
+def order_template(symbol: str, price: str) -> fix.Message:
+    """A NewOrderSingle without ClOrdID, Side and TransactTime: one unit, limit, day."""
+    msg = fix.Message()
+    msg.getHeader().setField(35, "D")
+    for tag, value in ((21, "1"), (55, symbol), (38, "1"), (40, "2"), (44, price), (59, "0")):
+        msg.setField(tag, value)
+    return msg
