@@ -445,3 +445,36 @@ class BenchResult(Message):
     start_ns: int
     end_ns: int
     latencies_ns: tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- matcher state (codes 5-19)
+
+@_register(5)
+@dataclass(frozen=True, slots=True)
+class MatcherSnapshot(Message):
+    """A matcher shard's whole state, including every orders-stream entry up to ``last_id``.
+
+    ``orders``: resting orders, each book's bids then asks, best price first, oldest first, as
+    (order_id, session, clordid, symbol, side, price, qty, leaves, cum_qty, cum_cost, tif, reply_to).
+    ``sessions``: (session, ((clordid, seq), ...) seen, ((clordid, ord_status), ...) closed,
+    (clordid, ...) open in the order they were opened).
+    """
+
+    shard: str
+    last_id: str
+    next_order: int
+    next_exec: int
+    next_match: int
+    orders: tuple[tuple[Any, ...], ...]
+    sessions: tuple[tuple[Any, ...], ...]
+    ts: int
+
+
+def from_wire(item: Sequence[Any]) -> Message:
+    """Build a message from its wire form ``(code, field1, ...)`` (what the matcher core emits)."""
+    return _from_wire(item)
+
+
+def encode_wire_batch(items: Iterable[Sequence[Any]]) -> bytes:
+    """Encode messages already in wire form: the same bytes ``encode_batch`` gives for them."""
+    return msgpack.packb(list(items), use_bin_type=True)
