@@ -1,0 +1,367 @@
+// FIX Lab page. Every value from the wire or a visitor goes into the page as text (textContent),
+// never as HTML. Messages are appended one by one; nothing re-renders the whole wire.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const MAX_WIRE = 1500; // messages kept on the page; older ones are removed from the top
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+const S = {
+  ws: null, hello: null, state: null, live: false, heartbeat: 0, expiresAt: null,
+  lastClientSent: null, silentSince: null, lastSeqShown: 0, wireCount: 0, fills: 0,
+};
+
+// ---------------------------------------------------------------- connection
+function connect() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(`${proto}//${location.host}/ws`);
+  S.ws = ws;
+  ws.onopen = () => setConn("connected", "on");
+  ws.onmessage = (ev) => {
+    let msg;
+    try { msg = JSON.parse(ev.data); } catch (e) { return; }
+    handle(msg);
+  };
+  ws.onclose = (ev) => {
+    setConn(ev.code === 1008 ? "refused" : "disconnected", "off");
+    S.live = false;
+    updateButtons();
+    if (ev.code !== 1008) banner(`The connection to the lab closed (${ev.code}${ev.reason ? ": " + ev.reason : ""}). Reload the page to start again.`, "error");
+  };
+}
+
+function send(obj) {
+  if (!S.ws || S.ws.readyState !== WebSocket.OPEN) { notice("Not connected to the lab: reload the page.", "error"); return; }
+  S.ws.send(JSON.stringify(obj));
+}
+
+function setConn(text, cls) { const c = $("conn"); c.textContent = text; c.className = `pill ${cls}`; }
+
+function banner(text, level) {
+  const b = $("banner"); b.textContent = text; b.className = `banner ${level || "info"}`; b.hidden = false;
+}
+
+function notice(text, level) {
+  const box = $("notices");
+  const n = el("div", `notice ${level || "info"}`, text);
+  box.prepend(n);
+  while (box.childElementCount > 6) box.lastElementChild.remove();
+  setTimeout(() => n.classList.add("old"), 8000);
+}
+
+// ---------------------------------------------------------------- dispatch
+function handle(m) {
+  switch (m.type) {
+    case "hello": onHello(m); break;
+    case "wire": onWire(m); break;
+    case "state": onState(m); break;
+    case "notice": notice(m.text, m.level); break;
+    case "error": onError(m); break;
+    case "fill": onFill(m); break;
+    case "depth": onDepth(m); break;
+    case "trade": onTrade(m, true); break;
+    case "tape": (m.trades || []).forEach((t) => onTrade(t, false)); break;
+    case "logon_sent": setStatus("connecting", "connecting…"); break;
+    default: break;
+  }
+}
+
+function onError(m) {
+  if (m.code === "page_limit") banner(m.text, "error");
+  notice(m.text, "error");
+}
+
+function onHello(m) {
+  S.hello = m;
+  const sel = $("o-symbol");
+  sel.replaceChildren();
+  for (const i of m.instruments) {
+    const o = el("option", null, i.symbol); o.value = i.symbol; sel.append(o);
+    ensureBook(i.symbol);
+  }
+  const L = m.limits;
+  $("limits-text").textContent = `${L.order_burst} at once, then ${L.order_rate}/s`;
+  $("foot-limits").textContent = `${L.pages_per_address} pages per address and ${L.pages_total} across the site; sessions end after ${L.session_minutes} minutes; up to ${L.order_burst} orders at once and ${L.order_rate} per second after that; ${L.open_orders} open orders per session.`;
+  sel.onchange = updateBand;
+  updateBand();
+}
+
+function instrument(symbol) { return (S.hello ? S.hello.instruments : []).find((i) => i.symbol === symbol); }
+
+function updateBand() {
+  const i = instrument($("o-symbol").value);
+  if (!i) return;
+  $("o-band").textContent = `${i.symbol}: reference ${i.reference}, tick ${i.tick}, accepted ${i.low} – ${i.high}, 1 to 1,000 units`;
+  if (!$("o-price").value) $("o-price").placeholder = i.reference;
+}
+
+// ---------------------------------------------------------------- the wire
+const SUMMARY_TAGS = {
+  A: [108, 98, 141], 0: [112], 1: [112], 2: [7, 16], 3: [45, 373, 58], 4: [123, 36], 5: [58],
+  D: [11, 55, 54, 38, 44], F: [11, 41, 55], G: [11, 41, 38, 44], 8: [150, 11, 55, 54, 32, 31, 151, 58], 9: [11, 41, 102, 58],
+};
+
+function summary(m) {
+  const want = SUMMARY_TAGS[m.msg_type] || [];
+  const parts = [];
+  for (const t of want) {
+    const f = m.fields.find((x) => x[0] === t);
+    if (!f) continue;
+    parts.push(f[3] ? `${f[1]} ${f[3]}` : `${f[1]} ${f[2]}`);
+  }
+  return parts.join(" · ");
+}
+
+function onWire(m) {
+  const empty = $("wire-empty");
+  if (empty) empty.remove();
+  if (m.source === "client" && !m.withheld) S.lastClientSent = Date.now();
+  const hideHb = $("hide-hb").checked;
+  const row = el("div", `msg ${m.source} ${m.category}${m.withheld ? " withheld" : ""}${m.problems.length ? " problem" : ""}`);
+  row.dataset.type = m.msg_type;
+  if (hideHb && m.msg_type === "0") row.hidden = true;
+  const card = el("div", "card");
+  card.tabIndex = 0;
+  const head = el("div", "head");
+  head.append(el("span", "arrow", m.source === "client" ? "→" : "←"));
+  head.append(el("span", "name", m.msg_name));
+  head.append(el("span", "mt mono", `35=${m.msg_type}`));
+  if (m.seq !== null) head.append(el("span", "seq mono", `#${m.seq}`));
+  const time = new Date(m.ts / 1e6);
+  head.append(el("span", "time mono", time.toISOString().slice(11, 23)));
+  card.append(head);
+  const sum = summary(m);
+  if (sum) card.append(el("div", "sum", sum));
+  if (m.withheld) card.append(el("div", "tag-withheld", "withheld by the tap: the exchange never saw this"));
+  if (m.problems.length) card.append(el("div", "tag-problem", m.problems.join("; ")));
+  // Details are built on first open only: a busy wire stays cheap.
+  card.addEventListener("click", (ev) => {
+    if (ev.target.closest(".details")) return;
+    toggleDetails(card, m);
+  });
+  card.addEventListener("keydown", (ev) => { if (ev.key === "Enter") toggleDetails(card, m); });
+  row.append(card);
+  const wire = $("wire");
+  const atBottom = wire.scrollHeight - wire.scrollTop - wire.clientHeight < 40;
+  wire.append(row);
+  S.wireCount++;
+  if (S.wireCount > MAX_WIRE) { wire.firstElementChild.remove(); S.wireCount--; }
+  if (atBottom) wire.scrollTop = wire.scrollHeight;
+}
+
+function toggleDetails(card, m) {
+  let d = card.querySelector(".details");
+  if (d) { d.hidden = !d.hidden; return; }
+  d = el("div", "details");
+  const table = el("table", "fields");
+  let section = null;
+  for (const [tag, name, value, meaning, sec] of m.fields) {
+    if (sec !== section) {
+      section = sec;
+      const tr = el("tr", "section"); const th = el("th", null, sec); th.colSpan = 3; tr.append(th); table.append(tr);
+    }
+    const tr = el("tr", name ? "" : "unknown");
+    tr.append(el("td", "tag mono", tag === null ? "?" : tag));
+    tr.append(el("td", "fname", name || "(not in FIX 4.4)"));
+    const v = el("td", "val mono", value);
+    if (meaning) v.append(el("span", "meaning", ` ${meaning}`));
+    tr.append(v);
+    table.append(tr);
+  }
+  d.append(table);
+  const rawBtn = el("button", "link", "show raw");
+  const raw = el("pre", "raw mono", m.raw);
+  raw.hidden = true;
+  rawBtn.type = "button";
+  rawBtn.addEventListener("click", (ev) => { ev.stopPropagation(); raw.hidden = !raw.hidden; rawBtn.textContent = raw.hidden ? "show raw" : "hide raw"; });
+  d.append(rawBtn, raw);
+  card.append(d);
+}
+
+
+// ---------------------------------------------------------------- session state
+function setStatus(kind, text) { const s = $("status"); s.textContent = text; s.className = `pill ${kind}`; }
+
+function onState(m) {
+  S.state = m;
+  S.live = !(m.status === "ended" || m.status === "logged_out");
+  const labels = { connecting: "connecting…", logged_on: "logged on", logged_out: "logged out", ended: "ended" };
+  setStatus(m.status === "logged_on" ? "on" : (S.live ? "connecting" : "off"), labels[m.status] || m.status);
+  $("st-comp").textContent = m.comp_id || "–";
+  $("client-id").textContent = m.comp_id || "";
+  const n = (v) => (v === undefined || v === null || v === 0 ? "–" : v);
+  $("st-cs").textContent = n(m.next_sender_seq); $("st-ct").textContent = n(m.next_target_seq);
+  $("st-es").textContent = n(m.exchange_next_sender_seq); $("st-et").textContent = n(m.exchange_next_target_seq);
+  S.heartbeat = m.heartbeat_s || 0;
+  $("st-hb").textContent = S.heartbeat ? `every ${S.heartbeat} s; silence gives up after ~${(2.4 * S.heartbeat).toFixed(1)} s` : "–";
+  S.expiresAt = (m.expires_in_s !== null && m.expires_in_s !== undefined && S.live) ? Date.now() + m.expires_in_s * 1000 : null;
+  if (m.silent && !S.silentSince) S.silentSince = Date.now();
+  if (!m.silent) S.silentSince = null;
+  $("st-text").textContent = m.text || "";
+  $("b-drop").textContent = m.drop_armed ? "Drop armed: next message" : "Drop next message";
+  renderOrders(m.orders || []);
+  updateButtons();
+  tick();
+}
+
+function updateButtons() {
+  const st = S.state, live = S.live, on = live && st && st.status === "logged_on";
+  $("b-logon").disabled = live;
+  $("b-logout").disabled = !live;
+  $("b-drop").disabled = !on || (st && st.drop_armed);
+  $("b-silent").disabled = !on || (st && st.silent);
+  $("b-talk").disabled = !live || !(st && st.silent);
+  $("b-send").disabled = !on;
+}
+
+function fmt(s) { s = Math.max(0, Math.round(s)); return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`; }
+
+function tick() {
+  $("st-left").textContent = S.expiresAt ? fmt((S.expiresAt - Date.now()) / 1000) : "–";
+  const box = $("silence");
+  if (S.state && S.state.silent && S.live && S.heartbeat) {
+    const base = S.lastClientSent || S.silentSince;
+    const since = (Date.now() - base) / 1000;
+    const hb = S.heartbeat, giveUp = 2.4 * hb;
+    let phase;
+    if (since < hb) phase = `the exchange expects your heartbeat in ${(hb - since).toFixed(1)} s`;
+    else if (since < 1.2 * hb) phase = `heartbeat overdue: the exchange will send a TestRequest in ${(1.2 * hb - since).toFixed(1)} s`;
+    else phase = "the exchange sent a TestRequest and waits for the answer";
+    box.textContent = `Silent for ${since.toFixed(1)} s: ${phase}; it gives up in about ${Math.max(0, giveUp - since).toFixed(1)} s.`;
+    box.hidden = false;
+    box.style.setProperty("--p", `${Math.min(100, (since / giveUp) * 100)}%`);
+  } else box.hidden = true;
+}
+setInterval(tick, 200);
+
+// ---------------------------------------------------------------- orders and fills
+function renderOrders(orders) {
+  const tb = $("orders");
+  tb.replaceChildren();
+  const open = orders.filter((o) => o.leaves_qty > 0);
+  const max = S.state ? S.state.max_open_orders : 20;
+  $("open-count").textContent = `${open.length} open of ${max} allowed`;
+  $("open-count").className = open.length >= max ? "small warn" : "muted small";
+  for (const o of orders) {
+    const tr = el("tr", o.side);
+    tr.append(el("td", "mono", o.clordid), el("td", null, o.symbol), el("td", o.side, o.side),
+      el("td", "mono num", o.price), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
+    const act = el("td", "act");
+    if (o.leaves_qty > 0) {
+      const c = el("button", "small-btn", "cancel");
+      c.addEventListener("click", () => send({ op: "cancel", clordid: o.clordid }));
+      const r = el("button", "small-btn", "replace");
+      r.addEventListener("click", () => replaceForm(tr, o));
+      act.append(c, r);
+    }
+    tr.append(act);
+    tb.append(tr);
+  }
+}
+
+function replaceForm(tr, o) {
+  const next = tr.nextElementSibling;
+  if (next && next.classList.contains("replace-row")) { next.remove(); return; }
+  const row = el("tr", "replace-row");
+  const td = el("td"); td.colSpan = 8;
+  const px = el("input"); px.value = o.price; px.setAttribute("aria-label", "new price");
+  const qty = el("input"); qty.value = o.qty; qty.setAttribute("aria-label", "new quantity");
+  const go = el("button", "small-btn primary", "send replace");
+  go.addEventListener("click", () => { send({ op: "replace", clordid: o.clordid, price: px.value.trim(), qty: qty.value.trim() }); row.remove(); });
+  td.append(el("span", "muted small", `replace ${o.clordid}: price `), px, el("span", "muted small", " qty "), qty, go);
+  row.append(td);
+  tr.after(row);
+}
+
+function onFill(f) {
+  const ul = $("fills");
+  if (!S.fills) ul.replaceChildren();
+  S.fills++;
+  const li = el("li", f.side);
+  li.append(el("span", `side ${f.side}`, f.side === "buy" ? "bought" : "sold"), el("span", "mono", ` ${f.last_qty} ${f.symbol} @ ${f.last_px}`),
+    el("span", "muted small", ` ${f.clordid} · ${f.leaves_qty} left`));
+  ul.prepend(li);
+  while (ul.childElementCount > 30) ul.lastElementChild.remove();
+}
+
+// ---------------------------------------------------------------- books and tape
+const books = {};
+function ensureBook(symbol) {
+  if (books[symbol]) return books[symbol];
+  const box = el("div", "book");
+  box.append(el("h3", null, symbol));
+  const t = el("table", "ladder");
+  const head = el("tr"); head.append(el("th", null, "orders"), el("th", null, "qty"), el("th", null, "price"));
+  const thead = el("thead"); thead.append(head);
+  const asks = el("tbody", "asks"), spread = el("tbody", "spread"), bids = el("tbody", "bids");
+  t.append(thead, asks, spread, bids);
+  box.append(t);
+  $("books").append(box);
+  books[symbol] = { asks, bids, spread };
+  return books[symbol];
+}
+
+function ladderRow(level, side, maxQty, symbol) {
+  const [price, qty, n] = level;
+  const tr = el("tr", side);
+  const bar = el("td", "bar mono num", qty);
+  bar.style.setProperty("--w", `${Math.round((qty / maxQty) * 100)}%`);
+  const p = el("td", "px mono num", price);
+  p.title = "use this price";
+  p.addEventListener("click", () => { $("o-symbol").value = symbol; updateBand(); $("o-price").value = price; });
+  tr.append(el("td", "mono num muted", n), bar, p);
+  return tr;
+}
+
+function onDepth(m) {
+  const b = ensureBook(m.symbol);
+  const levels = 6;
+  const asks = m.asks.slice(0, levels), bids = m.bids.slice(0, levels);
+  const maxQty = Math.max(1, ...asks.map((l) => l[1]), ...bids.map((l) => l[1]));
+  b.asks.replaceChildren(...asks.slice().reverse().map((l) => ladderRow(l, "ask", maxQty, m.symbol)));
+  b.bids.replaceChildren(...bids.map((l) => ladderRow(l, "bid", maxQty, m.symbol)));
+  const tr = el("tr");
+  let text = "empty book";
+  if (asks.length && bids.length) text = `spread ${(Number(asks[0][0]) - Number(bids[0][0])).toFixed(2)}`;
+  else if (asks.length || bids.length) text = "one-sided";
+  const td = el("td", "muted small", text); td.colSpan = 3; tr.append(td);
+  b.spread.replaceChildren(tr);
+}
+
+function onTrade(t, live) {
+  const ol = $("tape");
+  const li = el("li", `${t.aggressor}${live ? " fresh" : ""}`);
+  const time = new Date(t.ts / 1e6).toISOString().slice(11, 19);
+  li.append(el("span", "mono muted", time), el("span", null, ` ${t.symbol} `), el("span", "mono", `${t.qty} @ ${t.price}`),
+    el("span", "muted small", t.aggressor === "buy" ? " buyer took" : " seller hit"));
+  ol.prepend(li);
+  while (ol.childElementCount > 40) ol.lastElementChild.remove();
+}
+
+// ---------------------------------------------------------------- controls
+function wire() {
+  $("b-logon").addEventListener("click", () => send({ op: "logon" }));
+  $("b-logout").addEventListener("click", () => send({ op: "logout" }));
+  $("b-drop").addEventListener("click", () => send({ op: "drop_next" }));
+  $("b-silent").addEventListener("click", () => send({ op: "silent" }));
+  $("b-talk").addEventListener("click", () => send({ op: "talk" }));
+  $("order-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const side = document.querySelector("input[name=side]:checked").value;
+    const price = $("o-price").value.trim() || $("o-price").placeholder;
+    send({ op: "order", symbol: $("o-symbol").value, side, price, qty: $("o-qty").value.trim() });
+  });
+  $("hide-hb").addEventListener("change", (ev) => {
+    for (const r of document.querySelectorAll('#wire .msg[data-type="0"]')) r.hidden = ev.target.checked;
+  });
+  window.addEventListener("pagehide", () => { if (S.ws) S.ws.close(1000, "page closed"); });
+  connect();
+}
+
+wire();

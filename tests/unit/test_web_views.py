@@ -1,0 +1,52 @@
+"""Bus messages as the page reads them: prices in decimals, fills and refusals picked out."""
+
+from __future__ import annotations
+
+from services.web import dictionary
+from services.web.views import MarketView, execution_view, state_view, wire_view
+from shared.config import common_settings
+from shared.schema import Depth, LabOrder, LabState, Trade, WireRecord
+
+D = dictionary.load()
+COMMON = common_settings({"REDIS_URL": "redis://127.0.0.1:1/0"})
+
+
+def raw(body: str) -> bytes:
+    b = body.replace("|", "\x01").encode()
+    head = b"8=FIX.4.4\x019=" + str(len(b)).encode() + b"\x01"
+    return head + b + b"10=%03d\x01" % (sum(head + b) % 256)
+
+
+def test_market_view_prices_and_tape() -> None:
+    m = MarketView(COMMON, tape_size=2)
+    view = m.apply(Depth("ACORN.LAB", ((9950, 10, 1),), ((10050, 5, 2),), 1))
+    assert view["bids"] == [["99.50", 10, 1]] and view["asks"] == [["100.50", 5, 2]]
+    for i in range(3):
+        m.apply(Trade("BIRCH.LAB", 2500 + i, 1, f"M{i}", 1, i))
+    snap = m.snapshot()
+    assert snap[0]["symbol"] == "ACORN.LAB"
+    assert [t["price"] for t in snap[-1]["trades"]] == ["25.01", "25.02"]  # bounded tape
+    assert snap[-1]["trades"][0]["aggressor"] == "buy"
+
+
+def test_fill_and_reject_are_picked_out_of_the_wire() -> None:
+    fill = raw("35=8|34=5|49=FIXLAB|56=LAB001|52=x|11=c1|17=E1|31=100|32=3|14=3|151=7|39=1|54=2|"
+               "55=ACORN.LAB|150=F|")
+    view, parsed = wire_view(WireRecord("l", 4, "exchange", fill, False, 1), D)
+    assert view["msg_name"] == "ExecutionReport" and view["category"] == "app" and view["seq"] == 5
+    assert [54, "Side", "2", "Sell", "body"] in view["fields"]
+    f = execution_view(parsed, "exchange")
+    assert f is not None and f["type"] == "fill" and f["side"] == "sell" and f["leaves_qty"] == "7"
+    rej = raw("35=8|34=6|49=FIXLAB|56=LAB001|52=x|11=c2|150=8|39=8|58=too many open orders|")
+    _, parsed = wire_view(WireRecord("l", 5, "exchange", rej, False, 1), D)
+    n = execution_view(parsed, "exchange")
+    assert n is not None and n["level"] == "error" and "too many open orders" in n["text"]
+    assert execution_view(parsed, "client") is None
+
+
+def test_state_view_time_left_and_orders() -> None:
+    s = LabState("l", "gw", "LAB001", "logged_on", 3, 4, 4, 3, 6, 61_000_000_000, False, True,
+                 (LabOrder("c1", "ACORN.LAB", 1, "100", 10, 0, 10, "0"),), "", 1)
+    v = state_view(s, 1_000_000_000, 20)
+    assert v["expires_in_s"] == 60.0 and v["drop_armed"] is True
+    assert v["orders"][0]["side"] == "buy" and v["orders"][0]["status"] == "New"

@@ -1,0 +1,116 @@
+"""The FIX dictionary (QuickFIX's FIX44.xml) and the wire parser, with byte literals."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.web import dictionary
+from services.web.dictionary import DictionaryError, humanize, parse_dictionary
+from services.web.wire import parse, readable
+
+D = dictionary.load()
+
+
+def fix(body: str) -> bytes:
+    """A well-formed message: BodyLength and CheckSum computed."""
+    b = body.replace("|", "\x01").encode()
+    head = b"8=FIX.4.4\x019=" + str(len(b)).encode() + b"\x01"
+    return head + b + b"10=%03d\x01" % (sum(head + b) % 256)
+
+
+LOGON = fix("35=A|34=1|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|98=0|108=6|141=Y|")
+FILL = fix("35=8|34=7|49=FIXLAB|52=20260101-12:00:01.000|56=LAB001|6=100.5|11=c-1|14=10|17=E9|31=100.5|"
+           "32=10|37=O1|39=2|54=1|55=ACORN.LAB|150=F|151=0|")
+
+
+def test_dictionary_names_fields_messages_and_sections() -> None:
+    assert D.begin_string == "FIX.4.4"
+    assert D.field_name(54) == "Side"
+    assert D.meaning(54, "1") == "Buy"
+    assert D.meaning(150, "F") == "Trade"
+    assert D.meaning(39, "1") == "Partially filled"
+    assert D.meaning(35, "8") == "ExecutionReport"
+    assert D.messages["A"].category == "session" and D.messages["D"].category == "app"
+    assert {8, 9, 35, 34, 49, 56, 52} <= D.header_tags and 10 in D.trailer_tags
+    assert D.section(54) == "body"
+
+
+def test_enum_descriptions_read_as_words() -> None:
+    assert humanize("PARTIAL_FILL") == "Partial fill"
+    assert D.meaning(54, "Z") == ""  # not an enum value: no meaning invented
+    assert D.meaning(44, "100") == ""  # not an enum field
+
+
+def test_multi_value_fields_explain_each_value() -> None:
+    assert D.meaning(18, "1 2") == "Not held, Work"
+
+
+def test_logon_every_tag_named_by_section() -> None:
+    p = parse(LOGON, D)
+    assert p.problems == []
+    assert (p.msg_type, p.msg_name, p.category, p.seq) == ("A", "Logon", "session", 1)
+    named = {f.tag: (f.name, f.section) for f in p.fields}
+    assert named[8] == ("BeginString", "header")
+    assert named[108] == ("HeartBtInt", "body")
+    assert named[10] == ("CheckSum", "trailer")
+    assert [f.meaning for f in p.fields if f.tag == 141] == ["Yes"]
+
+
+def test_execution_report_fill_explained() -> None:
+    p = parse(FILL, D)
+    assert p.problems == []
+    assert p.category == "app" and p.msg_name == "ExecutionReport"
+    assert p.get(150) == "F"
+    assert ("ExecType", "F", "Trade") in [(f.name, f.value, f.meaning) for f in p.fields]
+    assert ("Side", "1", "Buy") in [(f.name, f.value, f.meaning) for f in p.fields]
+
+
+def test_unknown_tag_is_kept_and_reported() -> None:
+    p = parse(fix("35=0|34=2|49=A|52=x|56=B|9999=hello|"), D)
+    f = next(f for f in p.fields if f.tag == 9999)
+    assert (f.name, f.value, f.section) == ("", "hello", "body")
+    assert any("9999" in x for x in p.problems)
+
+
+def test_fragment_cut_mid_field() -> None:
+    p = parse(LOGON[:30], D)
+    assert p.fields[0].name == "BeginString"
+    assert any("cut short" in x for x in p.problems)
+    assert any("CheckSum" in x for x in p.problems)
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x01", b"garbage", b"=\x01=\x01", b"abc=1\x01", b"\xff\xfe=\x00\x01",
+                                 b"8=FIX.4.4\x0135=\x01", b"35=D" * 1000])
+def test_malformed_input_never_raises(raw: bytes) -> None:
+    p = parse(raw, D)
+    assert isinstance(p.fields, list)
+    if raw:
+        assert p.problems
+
+
+def test_bad_checksum_and_body_length_are_reported() -> None:
+    bad = LOGON[:-4] + b"999\x01"
+    assert any("CheckSum is 999" in x for x in parse(bad, D).problems)
+    wrong_len = LOGON.replace(b"9=", b"9=1", 1)
+    p = parse(wrong_len, D)
+    assert any("BodyLength" in x for x in p.problems)
+
+
+def test_field_without_equals_is_kept_as_text() -> None:
+    p = parse(b"8=FIX.4.4\x01junk\x0110=000\x01", D)
+    assert any(f.tag is None and f.value == "junk" for f in p.fields)
+
+
+def test_markup_in_values_stays_text() -> None:
+    p = parse(fix("35=D|34=2|49=<img src=x onerror=alert(1)>|52=x|56=FIXLAB|11=<b>x</b>|"), D)
+    assert p.get(49) == "<img src=x onerror=alert(1)>"
+    assert readable(b"8=FIX.4.4\x0135=0\x01") == "8=FIX.4.4|35=0|"
+
+
+def test_not_a_dictionary_is_a_clear_error() -> None:
+    with pytest.raises(DictionaryError):
+        parse_dictionary(b"<html></html>")
+    with pytest.raises(DictionaryError):
+        parse_dictionary(b"<fix")
+    with pytest.raises(DictionaryError, match="cannot read"):
+        dictionary.load("/nonexistent/FIX44.xml")
