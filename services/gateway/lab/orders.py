@@ -1,0 +1,164 @@
+"""A lab session's orders and the FIX messages its visitor's commands become: pure, no I/O.
+
+A visitor's command is turned into the (tag, value) fields of one FIX message; the session adapter
+hands them to its QuickFIX engine, which adds the header and trailer. Values are sent as the
+visitor typed them (a price of ``abc`` reaches the exchange, which answers with its own Reject),
+but nothing that would break the wire's framing (control characters) gets through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from shared.schema import BUY, SELL, LabCommand, LabOrder
+
+MAX_TEXT = 32
+MAX_QTY = 10**9
+KEEP_ORDERS = 500  # orders remembered per session (open ones and the latest closed ones)
+# PendingNew, New, PartiallyFilled, Replaced, PendingCancel, PendingReplace
+OPEN_STATUSES = frozenset({"A", "0", "1", "5", "6", "E"})
+PENDING_NEW = "A"
+
+Fields = list[tuple[int, str]]
+
+
+class CommandError(ValueError):
+    """A visitor's command that cannot become a FIX message (the text says why)."""
+
+
+@dataclass(slots=True)
+class _Order:
+    clordid: str
+    symbol: str
+    side: int
+    price: str
+    qty: int
+    cum_qty: int = 0
+    leaves_qty: int = 0
+    status: str = PENDING_NEW
+
+    def view(self) -> LabOrder:
+        return LabOrder(self.clordid, self.symbol, self.side, self.price, self.qty, self.cum_qty,
+                        self.leaves_qty, self.status)
+
+
+def transact_time(ts_ns: int) -> str:
+    """UTCTimestamp (tag 60) with milliseconds."""
+    dt = datetime.fromtimestamp(ts_ns / 1e9, tz=UTC)
+    return dt.strftime("%Y%m%d-%H:%M:%S.") + f"{dt.microsecond // 1000:03d}"
+
+
+def _text(name: str, value: str) -> str:
+    if not value:
+        raise CommandError(f"{name} is empty")
+    if len(value) > MAX_TEXT:
+        raise CommandError(f"{name} is longer than {MAX_TEXT} characters")
+    if not value.isascii() or not value.isprintable():
+        raise CommandError(f"{name} {value!r} has characters a FIX field cannot carry")
+    return value
+
+
+def _side(side: int) -> int:
+    if side not in (BUY, SELL):
+        raise CommandError(f"side {side!r} is neither 1 (buy) nor 2 (sell)")
+    return side
+
+
+def _qty(qty: int) -> int:
+    if not isinstance(qty, int) or isinstance(qty, bool) or abs(qty) > MAX_QTY:
+        raise CommandError(f"quantity {qty!r} is not a whole number up to {MAX_QTY}")
+    return qty
+
+
+class LabOrders:
+    """The orders of one session, followed from the commands sent and the ExecutionReports received."""
+
+    def __init__(self, clordid_prefix: str) -> None:
+        self.prefix = clordid_prefix
+        self._n = 0
+        self._orders: OrderedDict[str, _Order] = OrderedDict()
+
+    def _next_clordid(self) -> str:
+        self._n += 1
+        return f"{self.prefix}{self._n}"
+
+    def _remember(self, order: _Order) -> None:
+        self._orders[order.clordid] = order
+        while len(self._orders) > KEEP_ORDERS:
+            self._orders.popitem(last=False)
+
+    def known(self, clordid: str) -> bool:
+        return clordid in self._orders
+
+    def open_orders(self) -> tuple[LabOrder, ...]:
+        return tuple(o.view() for o in self._orders.values() if o.status in OPEN_STATUSES)
+
+    # ------------------------------------------------------------------ commands -> FIX fields
+
+    def new_order(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
+        """MsgType and fields of a NewOrderSingle (limit, day) for an ``order`` command."""
+        symbol = _text("symbol", cmd.symbol)
+        side = _side(cmd.side)
+        price = _text("price", cmd.price)
+        qty = _qty(cmd.qty)
+        clordid = self._next_clordid()
+        self._remember(_Order(clordid, symbol, side, price, qty, 0, qty))
+        return "D", [(11, clordid), (55, symbol), (54, str(side)), (60, transact_time(ts_ns)),
+                     (38, str(qty)), (40, "2"), (44, price), (59, "0")]
+
+    def _target(self, cmd: LabCommand) -> _Order:
+        if not cmd.orig_clordid:
+            raise CommandError(f"{cmd.op} needs the ClOrdID of one of your orders")
+        order = self._orders.get(cmd.orig_clordid)
+        if order is None:
+            raise CommandError(f"unknown order {cmd.orig_clordid!r}: this session never sent it")
+        return order
+
+    def cancel(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
+        """MsgType and fields of an OrderCancelRequest for a ``cancel`` command."""
+        order = self._target(cmd)
+        clordid = self._next_clordid()
+        return "F", [(41, order.clordid), (11, clordid), (55, order.symbol), (54, str(order.side)),
+                     (60, transact_time(ts_ns)), (38, str(order.qty))]
+
+    def replace(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
+        """MsgType and fields of an OrderCancelReplaceRequest (new price and/or quantity)."""
+        order = self._target(cmd)
+        price = _text("price", cmd.price) if cmd.price else order.price
+        qty = _qty(cmd.qty) if cmd.qty else order.qty
+        clordid = self._next_clordid()
+        return "G", [(41, order.clordid), (11, clordid), (55, order.symbol), (54, str(order.side)),
+                     (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"), (44, price), (59, "0")]
+
+    # ------------------------------------------------------------------ ExecutionReports -> state
+
+    def on_execution_report(self, f: dict[int, str]) -> None:
+        """Apply an ExecutionReport (35=8) the session received, given its fields by tag."""
+        clordid = f.get(11, "")
+        orig = f.get(41, "")
+        order = self._orders.get(clordid)
+        if order is None and orig in self._orders:
+            order = self._orders[orig]
+            if f.get(150) == "5":  # Replaced: the order goes on under the replace's ClOrdID
+                del self._orders[orig]
+                order.clordid = clordid
+                self._remember(order)
+        if order is None:
+            if not clordid:
+                return
+            side = f.get(54, "")
+            order = _Order(clordid, f.get(55, ""), int(side) if side.isdigit() else 0, f.get(44, ""), 0)
+            self._remember(order)
+        if f.get(150) == "5" or order.status == PENDING_NEW:
+            order.price = f.get(44, order.price)
+            qty = f.get(38, "")
+            if qty.lstrip("-").isdigit():
+                order.qty = int(qty)
+        order.status = f.get(39, order.status)
+        for tag, attr in ((14, "cum_qty"), (151, "leaves_qty")):
+            value = f.get(tag, "")
+            with contextlib.suppress(ValueError):
+                setattr(order, attr, int(float(value)))

@@ -1,0 +1,253 @@
+"""One visitor's lab session: a QuickFIX initiator (FIX 4.4) connected through its own tap.
+
+Every QuickFIX callback is guarded: an uncaught Python exception in one ends the whole process.
+Callbacks only update in-memory state and queue messages for the outbox; they never wait on Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import quickfix as fix
+
+from services.gateway.lab.framing import SOH
+from services.gateway.lab.orders import CommandError, Fields, LabOrders
+from services.gateway.lab.seqs import ExchangeSeqs
+from services.gateway.lab.settings import LabSettings
+from services.gateway.lab.tap import CLIENT, Tap
+from shared.clock import now_ns
+from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
+from shared.schema import LabCommand, LabState, Message, WireRecord
+
+log = logging.getLogger(__name__)
+
+CONNECTING = "connecting"
+LOGGED_ON = "logged_on"
+LOGGED_OUT = "logged_out"
+ENDED = "ended"
+
+Emit = Callable[[Message], None]
+
+
+def initiator_settings(comp_id: str, port: int, settings: LabSettings) -> fix.SessionSettings:
+    """QuickFIX settings of one lab session (in-memory store, dictionary validation, reset on logon)."""
+    text = f"""[DEFAULT]
+ConnectionType=initiator
+StartTime=00:00:00
+EndTime=00:00:00
+HeartBtInt={settings.heartbeat_s}
+ReconnectInterval=2
+LogonTimeout=10
+LogoutTimeout=2
+ResetOnLogon=Y
+ResetOnLogout=Y
+ResetOnDisconnect=Y
+UseDataDictionary=Y
+DataDictionary={settings.data_dictionary}
+SocketConnectHost=127.0.0.1
+SocketConnectPort={port}
+[SESSION]
+BeginString={BEGIN_STRING}
+SenderCompID={comp_id}
+TargetCompID={EXCHANGE_COMP_ID}
+"""
+    out = fix.SessionSettings()
+    out.setFromString(text)
+    return out
+
+
+def message_fields(msg: fix.Message) -> dict[int, str]:
+    """Tags of a QuickFIX message as strings (first value wins), via one toString()."""
+    out: dict[int, str] = {}
+    for part in msg.toString().encode("latin-1", "replace").split(SOH):
+        tag, sep, value = part.partition(b"=")
+        if sep and tag.isdigit():
+            out.setdefault(int(tag), value.decode("latin-1"))
+    return out
+
+
+class LabSession(fix.Application):
+    def __init__(self, lab_id: str, comp_id: str, gateway_id: str, settings: LabSettings,
+                 tap: Tap, emit: Emit, on_down: Callable[[LabSession, str], None]) -> None:
+        super().__init__()
+        self.lab_id = lab_id
+        self.comp_id = comp_id
+        self.gateway_id = gateway_id
+        self.settings = settings
+        self.tap = tap
+        self.emit = emit
+        self.on_down = on_down
+        self.created = time.monotonic()
+        self.expires_at = now_ns() + int(settings.lifetime_s * 1e9)
+        self.status = CONNECTING
+        self.text = ""
+        self.logging_out = False
+        self.orders = LabOrders(f"{lab_id[:12]}-")
+        self.exchange = ExchangeSeqs()
+        self._lock = threading.Lock()
+        self._sid: fix.SessionID | None = None
+        self._seqs = (1, 1)
+        self._initiator: fix.SocketInitiator | None = None
+        self._down_reported = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        port = self.tap.port
+        self._initiator = fix.SocketInitiator(self, fix.MemoryStoreFactory(),
+                                              initiator_settings(self.comp_id, port, self.settings))
+        self._initiator.start()
+
+    def stop_engine(self) -> None:
+        """Stop the initiator (it sends a Logout if still logged on, waiting up to LogoutTimeout)."""
+        self._refresh_seqs()
+        initiator, self._initiator = self._initiator, None
+        if initiator is not None:
+            initiator.stop()
+
+    def logout(self, reason: str) -> bool:
+        """Send a Logout; False when the session is not logged on (nothing to log out)."""
+        session = self._session()
+        if session is None or not session.isLoggedOn():
+            return False
+        self.logging_out = True
+        self.text = reason
+        session.logout(reason)
+        return True
+
+    # ------------------------------------------------------------------ state
+
+    def _session(self) -> Any:
+        return fix.Session.lookupSession(self._sid) if self._sid is not None else None
+
+    def _refresh_seqs(self) -> None:
+        session = self._session()
+        if session is not None:
+            self._seqs = (session.getExpectedSenderNum(), session.getExpectedTargetNum())
+
+    def state(self) -> LabState:
+        if self.status != ENDED:
+            self._refresh_seqs()
+        with self._lock:
+            orders = self.orders.open_orders()
+        return LabState(
+            lab_id=self.lab_id, gateway_id=self.gateway_id, comp_id=self.comp_id, status=self.status,
+            next_sender_seq=self._seqs[0], next_target_seq=self._seqs[1],
+            exchange_next_sender_seq=self.exchange.next_sender,
+            exchange_next_target_seq=self.exchange.next_target,
+            heartbeat_s=self.settings.heartbeat_s, expires_at=self.expires_at,
+            silent=self.tap.silent, drop_armed=self.tap.drop_next, orders=orders, text=self.text,
+            ts=now_ns())
+
+    # ------------------------------------------------------------------ the tap's records
+
+    def on_wire(self, n: int, source: str, raw: bytes, withheld: bool, ts: int) -> None:
+        if source == CLIENT:
+            if not withheld:
+                self.exchange.client_delivered(raw)
+        else:
+            self.exchange.exchange_sent(raw)
+        self.emit(WireRecord(self.lab_id, n, source, raw, withheld, ts))
+
+    # ------------------------------------------------------------------ visitor commands
+
+    def command(self, cmd: LabCommand) -> None:
+        """Carry out a visitor's command; raise CommandError with a clear text when it cannot be."""
+        op = cmd.op
+        if self.status == ENDED or (self.logging_out and op != "logout"):
+            raise CommandError("this lab session has ended")
+        if op == "drop_next":
+            self.tap.drop_next = True
+        elif op == "silent":
+            self.tap.silent = True
+        elif op == "talk":
+            self.tap.silent = False
+        elif op == "logout":
+            if not self.logout("logged out by the visitor"):
+                self._report_down("logged out by the visitor before the session logged on")
+        elif op in ("order", "cancel", "replace"):
+            self._send_order_message(cmd)
+        else:
+            raise CommandError(f"unknown command {op!r}")
+
+    def _send_order_message(self, cmd: LabCommand) -> None:
+        session = self._session()
+        if session is None or not session.isLoggedOn():
+            raise CommandError(f"cannot {cmd.op}: the session is not logged on")
+        with self._lock:
+            build = {"order": self.orders.new_order, "cancel": self.orders.cancel,
+                     "replace": self.orders.replace}[cmd.op]
+            msg_type, body = build(cmd, now_ns())
+        self._send(msg_type, body)
+
+    def _send(self, msg_type: str, body: Fields) -> None:
+        msg = fix.Message()
+        msg.getHeader().setField(35, msg_type)
+        for tag, value in body:
+            msg.setField(tag, value)
+        if not fix.Session.sendToTarget(msg, self._sid):
+            raise CommandError("the engine did not send the message (session not logged on)")
+
+    # ------------------------------------------------------------------ QuickFIX callbacks (guarded)
+
+    def _report_down(self, reason: str) -> None:
+        if self._down_reported:
+            return
+        self._down_reported = True
+        if not self.text:
+            self.text = reason
+        self.on_down(self, reason)
+
+    def onCreate(self, sid: fix.SessionID) -> None:
+        try:
+            self._sid = sid
+        except Exception:
+            log.exception("lab %s: onCreate failed", self.lab_id)
+
+    def onLogon(self, sid: fix.SessionID) -> None:
+        try:
+            self.status = LOGGED_ON
+        except Exception:
+            log.exception("lab %s: onLogon failed", self.lab_id)
+
+    def onLogout(self, sid: fix.SessionID) -> None:
+        try:
+            self._refresh_seqs()
+            self.status = LOGGED_OUT
+            self._report_down(self.text or "the session logged out")
+        except Exception:
+            log.exception("lab %s: onLogout failed", self.lab_id)
+
+    def toAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        pass
+
+    def fromAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        try:
+            if msg.getHeader().getField(35) == "5" and not self.logging_out:
+                text = msg.getField(58) if msg.isSetField(58) else ""
+                self.text = "the exchange logged the session out" + (f": {text}" if text else "")
+        except Exception:
+            log.exception("lab %s: fromAdmin failed", self.lab_id)
+
+    def toApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        pass
+
+    def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        try:
+            if msg.getHeader().getField(35) == "8":
+                f = message_fields(msg)
+                with self._lock:
+                    self.orders.on_execution_report(f)
+        except Exception:
+            log.exception("lab %s: fromApp failed", self.lab_id)
+
+    def on_tap_closed(self, reason: str) -> None:
+        """The tap's connection ended (the exchange gave up, or the engine disconnected)."""
+        if self.status == CONNECTING and not self.logging_out:
+            return  # the engine retries; the logon timeout ends a session that never logs on
+        if not self.text:
+            self.text = reason

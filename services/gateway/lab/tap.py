@@ -1,0 +1,169 @@
+"""The tap: a TCP relay on loopback between a lab session's engine and the exchange.
+
+It frames whole FIX messages (``framing.split_frames``), records every one with a timestamp and
+forwards it unchanged. It can withhold the next message the client's engine sends, or everything
+it sends (silent), so the exchange sees a gap or silence and the engines react as engines do. The
+tap never writes or edits a FIX message. One asyncio loop in one thread serves every tap of a
+gateway: a few dozen mostly idle connections need no more, and backpressure (``drain``) plus the
+framer's bounded remainder keep every buffer bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from services.gateway.lab.framing import split_frames
+
+log = logging.getLogger(__name__)
+
+CLIENT = "client"
+EXCHANGE = "exchange"
+READ_SIZE = 65536
+T = TypeVar("T")
+
+# (record number from 1, source, raw bytes, withheld, ns timestamp); called on the loop's thread.
+OnRecord = Callable[[int, str, bytes, bool, int], None]
+OnClosed = Callable[[str], None]
+
+
+class TapLoop:
+    """An asyncio event loop running in its own thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="lab-tap", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def start(self) -> TapLoop:
+        self._thread.start()
+        return self
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
+        """Run ``coro`` on the loop and wait for its result (from another thread)."""
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            self.call(_cancel_all(), timeout=5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+
+class Tap:
+    """One lab session's relay: the engine connects to ``port``, the tap connects to the exchange."""
+
+    def __init__(self, loop: TapLoop, exchange_host: str, exchange_port: int, on_record: OnRecord,
+                 on_closed: OnClosed) -> None:
+        self._loop = loop
+        self.exchange_host = exchange_host
+        self.exchange_port = exchange_port
+        self.on_record = on_record
+        self.on_closed = on_closed
+        self.port = 0
+        # Set from the command thread, read on the loop thread: plain attribute writes are atomic.
+        self.silent = False
+        self.drop_next = False
+        self.records = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._busy = False
+        self._writers: list[asyncio.StreamWriter] = []
+
+    def open(self) -> int:
+        """Listen on a free loopback port; return it."""
+        self.port = self._loop.call(self._listen())
+        return self.port
+
+    def close(self) -> None:
+        """Stop listening and close any connection (idempotent)."""
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            self._loop.call(self._close(), timeout=5)
+
+    async def _listen(self) -> int:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in self._writers:
+            writer.close()
+
+    async def _accept(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        if self._busy or self._server is None:  # one engine connection at a time
+            c_writer.close()
+            return
+        self._busy = True
+        reason = "closed"
+        try:
+            try:
+                x_reader, x_writer = await asyncio.open_connection(self.exchange_host, self.exchange_port)
+            except OSError as exc:
+                reason = f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable ({exc})"
+                c_writer.close()
+                return
+            self._writers = [c_writer, x_writer]
+            pumps = [asyncio.ensure_future(self._pump(c_reader, x_writer, CLIENT)),
+                     asyncio.ensure_future(self._pump(x_reader, c_writer, EXCHANGE))]
+            done, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            reason = next(iter(done)).result()
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            for writer in (c_writer, x_writer):
+                writer.close()
+        finally:
+            self._writers = []
+            self._busy = False
+            try:
+                self.on_closed(reason)
+            except Exception:  # a callback must not kill the loop every tap shares
+                log.exception("tap on_closed callback failed")
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, source: str) -> str:
+        buf = b""
+        try:
+            while True:
+                chunk = await reader.read(READ_SIZE)
+                if not chunk:
+                    return f"the {source} closed the connection"
+                frames, buf = split_frames(buf + chunk)
+                for frame in frames:
+                    withheld = False
+                    if source == CLIENT and frame.whole:
+                        if self.silent:
+                            withheld = True
+                        elif self.drop_next:
+                            self.drop_next = False
+                            withheld = True
+                    self.records += 1
+                    try:
+                        self.on_record(self.records, source, frame.raw, withheld, time.time_ns())
+                    except Exception:
+                        log.exception("tap on_record callback failed")
+                    if not withheld:
+                        writer.write(frame.raw)
+                await writer.drain()
+        except (ConnectionError, OSError) as exc:
+            return f"the {source} connection failed ({exc})"

@@ -1,0 +1,103 @@
+"""Visitors' commands as FIX fields, and a session's orders followed from its ExecutionReports."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.gateway.lab.orders import CommandError, LabOrders, transact_time
+from shared.schema import LabCommand
+
+TS = 1_767_225_600_123_000_000  # 2026-01-01 00:00:00.123 UTC
+
+
+def order_cmd(**kw: object) -> LabCommand:
+    base: dict[str, object] = {"lab_id": "lab1", "op": "order", "symbol": "ACORN.LAB", "side": 1,
+                               "price": "100.50", "qty": 10}
+    base.update(kw)
+    return LabCommand(**base)  # type: ignore[arg-type]
+
+
+def test_new_order_fields_keep_the_price_as_typed() -> None:
+    orders = LabOrders("lab1-")
+    msg_type, body = orders.new_order(order_cmd(price="100.5000"), TS)
+    assert msg_type == "D"
+    assert body == [(11, "lab1-1"), (55, "ACORN.LAB"), (54, "1"), (60, "20260101-00:00:00.123"),
+                    (38, "10"), (40, "2"), (44, "100.5000"), (59, "0")]
+    assert [o.status for o in orders.open_orders()] == ["A"]
+
+
+def test_price_the_exchange_will_refuse_still_goes_out() -> None:
+    _, body = LabOrders("p-").new_order(order_cmd(price="abc"), TS)
+    assert (44, "abc") in body
+
+
+@pytest.mark.parametrize(("kw", "text"), [
+    ({"price": "1\x0135=A"}, "cannot carry"),
+    ({"price": ""}, "price is empty"),
+    ({"symbol": "X" * 40}, "longer than"),
+    ({"side": 3}, "neither 1"),
+    ({"qty": 10**12}, "quantity"),
+])
+def test_commands_that_would_break_the_wire_are_refused(kw: dict[str, object], text: str) -> None:
+    orders = LabOrders("p-")
+    with pytest.raises(CommandError, match=text):
+        orders.new_order(order_cmd(**kw), TS)
+    assert orders.open_orders() == ()
+
+
+def test_cancel_and_replace_name_the_order_and_new_clordids() -> None:
+    orders = LabOrders("p-")
+    orders.new_order(order_cmd(side=2, qty=7), TS)
+    t, body = orders.cancel(LabCommand("lab1", "cancel", orig_clordid="p-1"), TS)
+    assert t == "F"
+    assert dict(body)[41] == "p-1" and dict(body)[11] == "p-2" and dict(body)[38] == "7"
+    assert dict(body)[54] == "2"
+    t, body = orders.replace(LabCommand("lab1", "replace", price="101.00", orig_clordid="p-1"), TS)
+    assert t == "G"
+    assert dict(body)[44] == "101.00" and dict(body)[38] == "7" and dict(body)[11] == "p-3"
+
+
+def test_cancel_of_an_unknown_order_is_refused() -> None:
+    with pytest.raises(CommandError, match="unknown order 'nope'"):
+        LabOrders("p-").cancel(LabCommand("lab1", "cancel", orig_clordid="nope"), TS)
+    with pytest.raises(CommandError, match="needs the ClOrdID"):
+        LabOrders("p-").replace(LabCommand("lab1", "replace"), TS)
+
+
+def test_execution_reports_drive_status_cum_and_leaves() -> None:
+    orders = LabOrders("p-")
+    orders.new_order(order_cmd(qty=10), TS)
+    orders.on_execution_report({11: "p-1", 150: "0", 39: "0", 14: "0", 151: "10", 44: "100.5", 38: "10"})
+    (o,) = orders.open_orders()
+    assert (o.status, o.cum_qty, o.leaves_qty, o.price) == ("0", 0, 10, "100.5")
+    orders.on_execution_report({11: "p-1", 150: "F", 39: "1", 14: "4", 151: "6"})
+    (o,) = orders.open_orders()
+    assert (o.status, o.cum_qty, o.leaves_qty) == ("1", 4, 6)
+    orders.on_execution_report({11: "p-1", 150: "F", 39: "2", 14: "10", 151: "0"})
+    assert orders.open_orders() == ()
+    assert orders.known("p-1")  # a filled order can still be named (the exchange answers 35=9)
+
+
+def test_replace_moves_the_order_to_its_new_clordid_and_cancel_closes_it() -> None:
+    orders = LabOrders("p-")
+    orders.new_order(order_cmd(qty=10), TS)
+    orders.on_execution_report({11: "p-1", 150: "0", 39: "0", 14: "0", 151: "10"})
+    orders.replace(LabCommand("lab1", "replace", qty=5, orig_clordid="p-1"), TS)
+    orders.on_execution_report({11: "p-2", 41: "p-1", 150: "5", 39: "5", 14: "0", 151: "5", 38: "5",
+                                44: "100.5"})
+    (o,) = orders.open_orders()
+    assert (o.clordid, o.qty, o.leaves_qty, o.status) == ("p-2", 5, 5, "5")
+    assert not orders.known("p-1")
+    orders.on_execution_report({11: "p-3", 41: "p-2", 150: "4", 39: "4", 14: "0", 151: "0"})
+    assert orders.open_orders() == ()
+
+
+def test_rejected_order_leaves_the_open_list() -> None:
+    orders = LabOrders("p-")
+    orders.new_order(order_cmd(price="abc"), TS)
+    orders.on_execution_report({11: "p-1", 150: "8", 39: "8", 14: "0", 151: "0", 58: "bad price"})
+    assert orders.open_orders() == ()
+
+
+def test_transact_time_has_milliseconds() -> None:
+    assert transact_time(TS) == "20260101-00:00:00.123"
