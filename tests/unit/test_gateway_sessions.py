@@ -1,0 +1,101 @@
+"""The acceptor's session list, the user's settings file, the gateway's config and its hand-off queue."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from services.gateway.config import gateway_settings
+from services.gateway.intake import CommandQueue
+from services.gateway.sessions import load_sessions, parse_sessions_text, pool_sessions, settings_text
+from shared.config import ConfigError
+from shared.schema import NewOrder
+
+ENV = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+
+
+def test_pools_cover_every_compid_with_their_reset_policy() -> None:
+    specs = {s.target: s for s in pool_sessions()}
+    assert len(specs) == 16 + 256 + 8 + 64
+    assert specs["CLIENT01"].options["ResetOnLogon"] == "N"
+    for comp in ("BENCH256", "BOT08", "LAB064"):
+        assert specs[comp].options["ResetOnLogon"] == "Y" and specs[comp].sender == "FIXLAB"
+
+
+def test_user_file_adds_sessions_with_defaults() -> None:
+    specs = parse_sessions_text("# mine\n[DEFAULT]\nResetOnLogon=Y\n[SESSION]\nTargetCompID=ACME\n"
+                                "[SESSION]\nSenderCompID=ISLD\nTargetCompID=TW\nResetOnLogon=N\n")
+    assert [(s.sender, s.target, s.options["ResetOnLogon"]) for s in specs] == [
+        ("FIXLAB", "ACME", "Y"), ("ISLD", "TW", "N")]
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("[SESSION]\nSenderCompID=X\n", "TargetCompID"),
+    ("[SESSION]\nTargetCompID=A\nBeginString=FIX.4.2\n", "FIX.4.4 only"),
+    ("TargetCompID=A\n", r"before any \[SESSION\]"),
+    ("[SESSIONS]\n", "unknown section"),
+    ("[SESSION]\nTargetCompID\n", "not Key=Value"),
+    ("[SESSION]\nTargetCompID=A\nSocketAcceptPort=1\n", "whole acceptor"),
+])
+def test_bad_user_files_fail_with_the_line(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        parse_sessions_text(text, "mine.cfg")
+
+
+def test_a_compid_configured_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.cfg"
+    path.write_text("[SESSION]\nTargetCompID=CLIENT01\n")
+    with pytest.raises(ConfigError, match="CLIENT01 is configured twice"):
+        load_sessions(path)
+
+
+def test_settings_text_is_a_quickfix_acceptor_file(tmp_path: Path) -> None:
+    import quickfix as fix
+
+    dd = tmp_path / "FIX44.xml"
+    text = settings_text(pool_sessions()[:2], port=4242, host="0.0.0.0", data_dictionary=dd)
+    path = tmp_path / "a.cfg"
+    path.write_text(text)
+    settings = fix.SessionSettings(str(path))
+    assert settings.size() == 2
+    assert "UseDataDictionary=Y" in text and "SocketAcceptPort=4242" in text
+
+
+def test_gateway_settings_defaults_and_errors(tmp_path: Path) -> None:
+    s = gateway_settings(ENV)
+    assert (s.fix_port, s.gateway_id, s.labs, s.store) == (9878, "gw1", True, "memory")
+    assert s.data_dictionary.name == "FIX44.xml" and s.data_dictionary.is_file()
+    with pytest.raises(ConfigError, match="FIXLAB_FIX_PORT"):
+        gateway_settings({**ENV, "FIXLAB_FIX_PORT": "http"})
+    with pytest.raises(ConfigError, match="FIXLAB_FIX_SESSIONS_FILE"):
+        gateway_settings({**ENV, "FIXLAB_FIX_SESSIONS_FILE": str(tmp_path / "missing.cfg")})
+    with pytest.raises(ConfigError, match="FIXLAB_FIX_STORE"):
+        gateway_settings({**ENV, "FIXLAB_FIX_STORE": "disk"})
+    with pytest.raises(ConfigError, match="FIXLAB_GATEWAY_ID"):
+        gateway_settings({**ENV, "FIXLAB_GATEWAY_ID": "a b"})
+
+
+def _order(n: int) -> NewOrder:
+    return NewOrder("S", f"o{n}", "ACORN.LAB", 1, 100, 1, 0, "gw", n, 0)
+
+
+def test_queue_is_bounded_and_fifo() -> None:
+    q = CommandQueue(3)
+    assert all(q.put(_order(i)) for i in range(3))
+    assert not q.put(_order(3))
+    assert [c.clordid for c in q.take(2, 0)] == ["o0", "o1"]
+    assert [c.clordid for c in q.take(10, 0)] == ["o2"]
+    assert q.take(10, 0) == []
+
+
+def test_queue_wakes_a_waiting_taker() -> None:
+    q = CommandQueue(10)
+    got: list[int] = []
+    t = threading.Thread(target=lambda: got.extend(c.seq for c in q.take(10, 30)))
+    t.start()
+    # The taker may or may not be asleep yet: either way it must return with the order, long before 30 s.
+    q.put(_order(7))
+    t.join(10)
+    assert not t.is_alive() and got == [7]
