@@ -1,0 +1,109 @@
+"""Start the web service (and the liquidity bots) as real processes for a test.
+
+    with web_process(redis_url, env={...}) as web:   # web.url, web.ws_url, web.port
+        ...
+
+Every process started here is stopped on exit (SIGTERM, then SIGKILL); its log is printed when
+the body failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from shared.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass
+class WebProcess:
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _spawn(module: str, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", module], env=dict(env), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                start_new_session=True)
+
+
+@contextlib.contextmanager
+def web_process(redis_url: str, env: Mapping[str, str] | None = None,
+                timeout_s: float = 30.0) -> Iterator[WebProcess]:
+    """``python -m services.web`` on a free port, ready (its health endpoint answers) when yielded."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="fixlab-web-") as tmp:
+        log = Path(tmp) / "web.log"
+        full = {**os.environ, "REDIS_URL": redis_url, "FIXLAB_WEB_PORT": str(port),
+                "FIXLAB_WEB_HOST": "127.0.0.1", "PYTHONUNBUFFERED": "1", **(env or {})}
+        proc = _spawn("services.web", full, log)
+        web = WebProcess(port, proc, log)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"web exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+                try:
+                    if httpx.get(f"{web.url}/api/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"web did not answer in {timeout_s}s:\n{log.read_text()[-3000:]}")
+                time.sleep(0.05)
+            yield web
+        except BaseException:
+            sys.stderr.write(f"----- web log -----\n{log.read_text()[-6000:]}\n")
+            raise
+        finally:
+            _stop(proc)
+
+
+@contextlib.contextmanager
+def bots_process(redis_url: str, fix_port: int, env: Mapping[str, str] | None = None) -> Iterator[Path]:
+    """``python -m services.web.bots`` against the gateway on ``fix_port``; yields its log path."""
+    with tempfile.TemporaryDirectory(prefix="fixlab-bots-") as tmp:
+        log = Path(tmp) / "bots.log"
+        full = {**os.environ, "REDIS_URL": redis_url, "FIXLAB_FIX_PORT": str(fix_port),
+                "PYTHONUNBUFFERED": "1", **(env or {})}
+        proc = _spawn("services.web.bots", full, log)
+        try:
+            yield log
+        except BaseException:
+            sys.stderr.write(f"----- bots log -----\n{log.read_text()[-6000:]}\n")
+            raise
+        finally:
+            _stop(proc)

@@ -1,0 +1,279 @@
+"""The web service as a process against a real Redis: the WebSocket protocol, limits and bad input.
+
+The test plays the gateway's part by hand where one is needed (it reads LabStart and LabCommand from
+the bus and writes LabState and WireRecord back, as the gateway does); the whole stack with the real
+gateway is in test_web_stack.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from shared import streams
+from shared.bus import publish
+from shared.schema import Depth, LabCommand, LabStart, LabState, Trade, WireRecord, decode_batch
+from tests.e2e.webstack import WebProcess, web_process
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+JSOND = dict[str, Any]
+
+
+class Client:
+    """A WebSocket page: keeps every message it received."""
+
+    def __init__(self, url: str) -> None:
+        self.ws: ClientConnection = connect(url, open_timeout=10, max_size=2**22, legacy=True)
+        self.got: list[JSOND] = []
+
+    def wait(self, type_: str, where: Callable[[JSOND], bool] = lambda m: True,
+             timeout: float = 10.0) -> JSOND:
+        for m in self.got:
+            if m.get("type") == type_ and where(m):
+                self.got.remove(m)
+                return m
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {type_} message in {timeout}s; got {self.got[-5:]}")
+            try:
+                m = json.loads(self.ws.recv(timeout=left))
+            except TimeoutError:
+                continue
+            if m.get("type") == type_ and where(m):
+                return m
+            self.got.append(m)
+
+    def send(self, obj: Any) -> None:
+        self.ws.send(obj if isinstance(obj, str | bytes) else json.dumps(obj))
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def web(redis_url: str) -> Iterator[WebProcess]:
+    with web_process(redis_url, env={"FIXLAB_LAB_START_TIMEOUT": "30", "FIXLAB_PAGES_TOTAL": "3"}) as w:
+        yield w
+
+
+def lab_starts(r: redis.Redis) -> list[LabStart]:
+    out = []
+    for _, fields in r.xrange(streams.LAB_START_STREAM):
+        out += [m for m in decode_batch(fields[streams.BATCH_FIELD]) if isinstance(m, LabStart)]
+    return out
+
+
+def lab_commands(r: redis.Redis, gateway_id: str) -> list[LabCommand]:
+    out = []
+    for _, fields in r.xrange(streams.lab_commands_stream(gateway_id)):
+        out += [m for m in decode_batch(fields[streams.BATCH_FIELD]) if isinstance(m, LabCommand)]
+    return out
+
+
+def state(lab_id: str, status: str = "logged_on", comp_id: str = "LAB001") -> LabState:
+    return LabState(lab_id, "gwT", comp_id, status, 2, 2, 2, 2, 6, time.time_ns() + 600 * 10**9,
+                    False, False, (), "", time.time_ns())
+
+
+def fix(body: str) -> bytes:
+    b = body.replace("|", "\x01").encode()
+    head = b"8=FIX.4.4\x019=" + str(len(b)).encode() + b"\x01"
+    return head + b + b"10=%03d\x01" % (sum(head + b) % 256)
+
+
+def logged_on(c: Client, r: redis.Redis, comp_id: str = "LAB001") -> str:
+    """Log the page on, answering as a gateway would; return the lab id."""
+    c.send({"op": "logon"})
+    lab_id = c.wait("logon_sent")["lab_id"]
+    start = eventually(lambda: [s for s in lab_starts(r) if s.lab_id == lab_id], what="LabStart")[0]
+    assert start.client_addr == "127.0.0.1"
+    publish(r, streams.lab_stream(lab_id), [state(lab_id, comp_id=comp_id)], 1000)
+    c.wait("state", lambda m: m["status"] == "logged_on")
+    return str(lab_id)
+
+
+def test_hello_and_market_snapshot_then_live(web: WebProcess, r: redis.Redis) -> None:
+    publish(r, streams.MARKET_STREAM, [Depth("ACORN.LAB", ((9990, 10, 2),), ((10010, 4, 1),), 1)], 1000)
+    c = Client(web.ws_url)
+    try:
+        hello = c.wait("hello")
+        assert [i["symbol"] for i in hello["instruments"]] == ["ACORN.LAB", "BIRCH.LAB"]
+        assert hello["limits"]["order_burst"] == 5 and hello["limits"]["open_orders"] == 20
+        # The feed may have started before or after the entry: either way the page gets the book.
+        d = c.wait("depth", lambda m: m["symbol"] == "ACORN.LAB")
+        assert d["bids"] == [["99.90", 10, 2]] and d["asks"] == [["100.10", 4, 1]]
+        publish(r, streams.MARKET_STREAM, [Trade("BIRCH.LAB", 2501, 3, "M1", 2, 5)], 1000)
+        t = c.wait("trade")
+        assert (t["symbol"], t["price"], t["qty"], t["aggressor"]) == ("BIRCH.LAB", "25.01", 3, "sell")
+    finally:
+        c.close()
+
+
+def test_session_round_trip_and_logout_when_the_page_closes(web: WebProcess, r: redis.Redis) -> None:
+    c = Client(web.ws_url)
+    lab_id = logged_on(c, r, comp_id="<img src=x onerror=alert(1)>")
+    logon = fix("35=A|34=1|49=LAB001|52=20260101-12:00:00|56=FIXLAB|98=0|108=6|141=Y|")
+    rec = WireRecord(lab_id, 1, "client", logon, False, time.time_ns())
+    publish(r, streams.lab_stream(lab_id), [rec], 1000)
+    w = c.wait("wire")
+    assert (w["source"], w["msg_name"], w["category"], w["seq"]) == ("client", "Logon", "session", 1)
+    assert [108, "HeartBtInt", "6", "", "body"] in w["fields"]
+    assert w["raw"].startswith("8=FIX.4.4|9=")
+
+    c.send({"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": "100.00", "qty": 10})
+    c.send({"op": "drop_next"})
+    cmds = eventually(lambda: len(lab_commands(r, "gwT")) >= 2 and lab_commands(r, "gwT"), what="commands")
+    assert (cmds[0].op, cmds[0].symbol, cmds[0].side, cmds[0].price, cmds[0].qty) == \
+        ("order", "ACORN.LAB", 1, "100.00", 10)
+    assert cmds[1].op == "drop_next" and cmds[0].lab_id == lab_id
+
+    c.send({"op": "logon"})
+    assert "One FIX session per page" in c.wait("error")["text"]
+    c.close()
+    eventually(lambda: any(m.op == "logout" for m in lab_commands(r, "gwT")), what="logout on close")
+
+
+def test_bad_input_gets_errors_and_the_page_survives(web: WebProcess) -> None:
+    c = Client(web.ws_url)
+    try:
+        for frame, code_text in [("not json{", "not JSON"), ('{"op": "explode"}', "unknown op"),
+                                 ("[]", "JSON object"),
+                                 (json.dumps({"op": "ping", "id": "x" * 3000}), "limit"),
+                                 (b"\x00\xff binary", "not JSON"),
+                                 ('{"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": "1", '
+                                  '"qty": 1}', "Log on first"),
+                                 ('{"op": "cancel", "clordid": "<script>"}', "Log on first")]:
+            c.send(frame)
+            e = c.wait("error")
+            assert code_text in e["text"], (frame, e)
+        c.send({"op": "ping", "id": 42})
+        assert c.wait("pong")["id"] == "42"
+    finally:
+        c.close()
+
+
+def test_oversize_frame_closes_only_that_page(web: WebProcess) -> None:
+    c = Client(web.ws_url)
+    c.wait("hello")
+    c.send("x" * 200_000)  # over uvicorn's frame limit: that WebSocket is closed
+    with pytest.raises(ConnectionClosed):
+        for _ in range(100):
+            c.ws.recv(timeout=10)
+    other = Client(web.ws_url)
+    try:
+        other.send({"op": "ping"})
+        other.wait("pong")
+    finally:
+        other.close()
+
+
+def test_pages_per_address_and_across_the_site(web: WebProcess) -> None:
+    a, b = Client(web.ws_url), Client(web.ws_url)
+    try:
+        a.wait("hello")
+        b.wait("hello")
+        third = Client(web.ws_url)
+        e = third.wait("error")
+        assert e["code"] == "page_limit" and "2 lab pages" in e["text"]
+        with pytest.raises(ConnectionClosed) as closed:
+            third.ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        b.close()
+        # The slot comes back once the page is gone.
+        eventually(lambda: _admitted(web.ws_url), what="a page slot freed")
+    finally:
+        a.close()
+        b.close()
+
+
+def _admitted(url: str) -> bool:
+    c = Client(url)
+    try:
+        return c.wait("hello", timeout=5) is not None and not any(m.get("type") == "error" for m in c.got)
+    finally:
+        c.close()
+
+
+def test_order_flood_is_rate_limited(web: WebProcess, r: redis.Redis) -> None:
+    c = Client(web.ws_url)
+    try:
+        logged_on(c, r)
+        order = {"op": "order", "symbol": "ACORN.LAB", "side": "sell", "price": "101", "qty": 1}
+        for i in range(30):
+            c.send({**order, "id": i})
+        errors = [c.wait("error", lambda m: m["code"] == "rate_limited") for _ in range(20)]
+        assert "up to 5 orders at once, then 2 per second" in errors[0]["text"]
+        sent = eventually(lambda: lab_commands(r, "gwT"), what="orders on the bus")
+        assert 5 <= len(sent) <= 10  # the burst, plus what the rate refilled meanwhile
+    finally:
+        c.close()
+
+
+def test_no_gateway_is_a_clear_error(redis_url: str) -> None:
+    with web_process(redis_url, env={"FIXLAB_LAB_START_TIMEOUT": "0.5"}) as w:
+        c = Client(w.ws_url)
+        try:
+            c.send({"op": "logon"})
+            e = c.wait("error", lambda m: m["code"] == "no_gateway")
+            assert "No exchange gateway" in e["text"]
+            c.wait("state", lambda m: m["status"] == "ended")
+            c.send({"op": "silent"})
+            assert "Log on first" in c.wait("error")["text"]
+        finally:
+            c.close()
+
+
+def test_a_page_that_cannot_keep_up_is_dropped_not_the_server(redis_url: str, r: redis.Redis) -> None:
+    with web_process(redis_url, env={"FIXLAB_WS_QUEUE": "10"}) as w:
+        slow = Client(w.ws_url)  # never reads
+        big = tuple((10000 + i, 1, 1) for i in range(400))
+        for i in range(300):
+            publish(r, streams.MARKET_STREAM, [Depth("ACORN.LAB", big, big, i)], 100_000)
+        status = eventually(lambda: _status(w)["web"].get("pages_dropped", 0) >= 1 and _status(w),
+                            timeout=30, what="the slow page dropped")
+        assert status["web"]["pages"] == 0
+        fresh = Client(w.ws_url)
+        try:
+            fresh.send({"op": "ping"})
+            fresh.wait("pong")
+        finally:
+            fresh.close()
+            slow.close()
+
+
+def _status(w: WebProcess) -> JSOND:
+    resp = httpx.get(f"{w.url}/api/status", timeout=10)
+    assert resp.status_code == 200
+    return dict(resp.json())
+
+
+def test_status_view_lists_streams_and_instances(web: WebProcess, r: redis.Redis) -> None:
+    r.xgroup_create(streams.LAB_START_STREAM, streams.GATEWAY_GROUP, id="0", mkstream=True)
+    s = eventually(lambda: (st := _status(web))["instances"] and st, what="web's health report")
+    assert any(i["service"] == "web" for i in s["instances"])
+    names = {x["stream"]: x for x in s["streams"]}
+    assert names[streams.LAB_START_STREAM]["groups"][0]["name"] == streams.GATEWAY_GROUP
+    assert s["limits"]["pages_per_address"] == 2
+    page = httpx.get(f"{web.url}/status", timeout=10)
+    assert page.status_code == 200 and "The bus" in page.text
+    index = httpx.get(f"{web.url}/", timeout=10)
+    assert index.status_code == 200 and "FIX Lab" in index.text
