@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
+from services.stack import stack_specs
 from shared.config import ConfigError, env_int
 from shared.redis_server import RedisServer
 from shared.supervisor import Supervisor
-from services.stack import stack_specs
 
 
 def main() -> int:
@@ -19,6 +19,7 @@ def main() -> int:
     try:
         web_port = env_int(env, "FIXLAB_WEB_PORT", 8000, lo=1, hi=65535)
         fix_port = env_int(env, "FIXLAB_FIX_PORT", 9878, lo=1, hi=65535)
+        specs = stack_specs(env=env)  # one matcher per shard of FIXLAB_SHARDS
     except ConfigError as exc:
         print(f"fixlab: {exc}", file=sys.stderr)
         return 2
@@ -28,7 +29,6 @@ def main() -> int:
         env["REDIS_URL"] = server.url
         print(f"run     | started a private redis-server on {server.url} (AOF in {run_dir / 'redis'})",
               flush=True)
-    specs = stack_specs()
 
     def ready() -> None:
         names = ", ".join(s.name for s in specs)

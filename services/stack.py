@@ -1,22 +1,55 @@
-"""The stack `make run` starts: one list of services, shared with docker-compose.yml's checks."""
+"""The stack `make run` starts: one list of services, shared with docker-compose.yml's checks.
+
+The matcher runs once per shard: FIXLAB_SHARDS maps instruments to shards ("ACORN.LAB:a,BIRCH.LAB:b"),
+and each shard gets its own ``python -m services.matcher`` with FIXLAB_MATCHER_SHARD set (see
+deploy/SCALING.md). With every instrument on the default shard there is one service named "matcher".
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from collections.abc import Mapping
 
+from shared.config import parse_instruments
 from shared.supervisor import ServiceSpec
 
-# Order matters: each service starts after the ones before it.
-SERVICE_MODULES = ("matcher", "gateway", "web")
+# Order matters: each service starts after the ones before it. Entries are (name, module).
+SERVICE_MODULES = (
+    ("matcher", "services.matcher"),
+    ("gateway", "services.gateway"),
+    ("web", "services.web"),
+    ("bots", "services.web.bots"),
+)
+SHARD_ENV = "FIXLAB_MATCHER_SHARD"
 
 
-def stack_specs(python: str = sys.executable) -> list[ServiceSpec]:
-    """Every service that exists in this checkout, as ``python -m services.NAME``."""
+def _present(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(f"{module}.__main__") is not None
+    except ModuleNotFoundError:  # a parent package is missing too
+        return False
+
+
+def matcher_shards(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The shards FIXLAB_SHARDS and FIXLAB_INSTRUMENTS name, sorted (raises ConfigError)."""
+    return tuple(sorted({i.shard for i in parse_instruments(env)}))
+
+
+def stack_specs(python: str = sys.executable, env: Mapping[str, str] | None = None, *,
+                only_present: bool = True) -> list[ServiceSpec]:
+    """Every service as ``python -m MODULE``; by default only those present in this checkout."""
+    env = os.environ if env is None else env
+    shards = matcher_shards(env)  # checked even before the matcher exists: a bad map fails here
     specs = []
-    for name in SERVICE_MODULES:
-        module = f"services.{name}"
-        if importlib.util.find_spec(f"{module}.__main__") is None:
+    for name, module in SERVICE_MODULES:
+        if only_present and not _present(module):
             continue
-        specs.append(ServiceSpec(name, (python, "-m", module)))
+        if name == "matcher":
+            for shard in shards:
+                label = name if len(shards) == 1 else f"{name}-{shard}"
+                specs.append(ServiceSpec(label, (python, "-m", module), {SHARD_ENV: shard}))
+        else:
+            specs.append(ServiceSpec(name, (python, "-m", module)))
     return specs

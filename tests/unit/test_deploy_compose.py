@@ -1,0 +1,283 @@
+"""docker-compose.yml: valid Compose, and the same services, commands, variables and ports as `make run`.
+
+Docker does not run on our machines, so these prove what can be proved without it: the file against
+the Compose Specification's JSON schema, and against the local runner (services/stack.py) and the
+settings each service really reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from services.stack import SERVICE_MODULES, SHARD_ENV, stack_specs
+from shared.config import DEFAULT_INSTRUMENTS, common_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+SHARDS_OVERRIDE = ROOT / "deploy" / "compose.shards.yml"
+MODULE_OF = dict(SERVICE_MODULES)
+INFRA = {"redis"}  # not started by the runner: `make run` starts its own redis-server
+PUBLISHED = {"gateway": ("FIXLAB_FIX_PORT", 9878), "web": ("FIXLAB_WEB_PORT", 8000)}  # services/__main__.py
+NOT_READ_BY_CODE = {"PYTHONUNBUFFERED"}  # the interpreter's, set by the runner too
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$\$")
+
+
+def interpolate(value: Any, env: Mapping[str, str]) -> Any:
+    """Compose's ${VAR}, ${VAR:-default}, ${VAR-default} and $$, over a loaded document."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, op, default = m.group(1), m.group(2), m.group(3) or ""
+        current = env.get(name)
+        if op == ":-":
+            return current if current else default
+        if op == "-":
+            return default if current is None else current
+        if op in (":?", "?"):
+            if not current:
+                raise AssertionError(f"compose requires {name}: {default}")
+            return current
+        return current or ""
+
+    return _VAR.sub(sub, value)
+
+
+def merge(base: Any, override: Any) -> Any:
+    """Compose's merge of an override file, for the maps used here (scalars and lists replace)."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = merge(base[key], value) if key in base else value
+        return out
+    return copy.deepcopy(override)
+
+
+def load(*files: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for f in files:
+        doc = merge(doc, yaml.safe_load(f.read_text()))
+    return interpolate(doc, env or {})
+
+
+def lab_services(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What `docker compose up` starts: every service without a profile."""
+    return {n: s for n, s in doc["services"].items() if not s.get("profiles")}
+
+
+def service_env(svc: Mapping[str, Any]) -> dict[str, str]:
+    env = svc.get("environment", {})
+    assert isinstance(env, dict), "environment is written as a map"
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+# --------------------------------------------------------------------------- the Compose Specification
+
+@pytest.fixture(scope="module")
+def compose_schema(shared_reference: Path) -> dict[str, Any]:
+    return json.loads((shared_reference / "compose" / "compose-spec.json").read_text())
+
+
+def _errors(schema: dict[str, Any], doc: Any) -> list[str]:
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+@pytest.mark.parametrize("path", [COMPOSE, SHARDS_OVERRIDE], ids=lambda p: p.name)
+def test_compose_files_follow_the_compose_specification(compose_schema: dict[str, Any], path: Path) -> None:
+    assert _errors(compose_schema, yaml.safe_load(path.read_text())) == []
+
+
+@pytest.mark.parametrize("breakage", ["misspelled key", "bad restart type", "bad depends_on"])
+def test_the_schema_check_catches_broken_files(compose_schema: dict[str, Any], breakage: str) -> None:
+    doc = yaml.safe_load(COMPOSE.read_text())
+    if breakage == "misspelled key":
+        doc["services"]["matcher"]["healthchek"] = doc["services"]["matcher"].pop("healthcheck")
+    elif breakage == "bad restart type":
+        doc["services"]["web"]["restart"] = ["always"]
+    else:
+        doc["services"]["gateway"]["depends_on"] = {"matcher": {"condition": 3}}
+    assert _errors(compose_schema, doc)
+
+
+# --------------------------------------------------------------------------- the same stack as make run
+
+def _runner_view(env: Mapping[str, str]) -> list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]:
+    specs = stack_specs(python="python", env=env, only_present=False)
+    return sorted((spec.argv, tuple(sorted(spec.env.items()))) for spec in specs)
+
+
+def _compose_view(doc: Mapping[str, Any]) -> list[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]:
+    out = []
+    for name, svc in lab_services(doc).items():
+        if name in INFRA:
+            continue
+        env = service_env(svc)
+        extra = ((SHARD_ENV, env[SHARD_ENV]),) if SHARD_ENV in env else ()
+        out.append((tuple(svc["command"]), extra))
+    return sorted(out)
+
+
+def test_docker_compose_up_starts_what_make_run_starts_with_the_same_commands() -> None:
+    doc = load(COMPOSE)
+    assert _compose_view(doc) == _runner_view({})
+    assert set(lab_services(doc)) - INFRA == {name for name, _ in SERVICE_MODULES}
+
+
+def test_the_shards_override_starts_what_make_run_starts_for_two_shards() -> None:
+    shards = {"FIXLAB_SHARDS": "ACORN.LAB:a,BIRCH.LAB:b"}
+    # The override's own default and the variable set in the shell give the same stack.
+    for env in ({}, shards):
+        doc = load(COMPOSE, SHARDS_OVERRIDE, env=env)
+        assert _compose_view(doc) == _runner_view(shards)
+    runner_names = [s.name for s in stack_specs(env=shards, only_present=False)]
+    assert runner_names[:2] == ["matcher-a", "matcher-b"]
+
+
+@pytest.mark.parametrize("files", [(COMPOSE,), (COMPOSE, SHARDS_OVERRIDE)], ids=["default", "shards"])
+@pytest.mark.parametrize("env", [{}, {"FIXLAB_INSTRUMENTS": "OAK.LAB:10.00,BIRCH.LAB:25.00",
+                                      "FIXLAB_SHARDS": "OAK.LAB:a,BIRCH.LAB:b", "FIXLAB_TICK": "0.05"}],
+                         ids=["defaults", "from-the-shell"])
+def test_every_service_sees_one_market_and_valid_settings(files: tuple[Path, ...],
+                                                         env: dict[str, str]) -> None:
+    doc = load(*files, env=env)
+    apps = {n: s for n, s in doc["services"].items() if n not in INFRA}
+    common = {"FIXLAB_INSTRUMENTS", "FIXLAB_SHARDS", "FIXLAB_TICK", "FIXLAB_PRO_RATA", "REDIS_URL"}
+    views = {n: {k: v for k, v in service_env(s).items() if k in common} for n, s in apps.items()}
+    first = next(iter(views.values()))
+    # One map for all: a gateway routing to a shard no matcher reads would lose orders.
+    assert all(v == first for v in views.values()), views
+    settings = common_settings(first)
+    if files == (COMPOSE,) and not env:
+        assert first["FIXLAB_INSTRUMENTS"] == DEFAULT_INSTRUMENTS
+    matcher_shards = sorted(service_env(s)[SHARD_ENV] for n, s in apps.items()
+                            if s["command"][-1] == "services.matcher")
+    assert matcher_shards == list(settings.shards)  # every shard has exactly one matcher
+
+
+def _names_read(paths: list[Path]) -> set[str]:
+    """Environment variable names the code reads: "FIXLAB_X", ENV_PREFIX + "X", "REDIS_URL"."""
+    names: set[str] = set()
+    for path in paths:
+        for f in path.rglob("*.py") if path.is_dir() else [path]:
+            text = f.read_text()
+            names |= set(re.findall(r"[\"']((?:FIXLAB|REDIS)_[A-Z0-9_]+)[\"']", text))
+            names |= {"FIXLAB_" + n for n in re.findall(r"ENV_PREFIX\s*\+\s*[\"']([A-Z0-9_]+)[\"']", text)}
+    return names
+
+
+def _package_dir(module: str) -> Path:
+    return ROOT.joinpath(*module.split("."))
+
+
+@pytest.mark.parametrize("name", ["matcher", "gateway", "web", "bots", "bench"])
+def test_every_variable_compose_sets_is_one_the_service_reads(name: str) -> None:
+    doc = load(COMPOSE, SHARDS_OVERRIDE)
+    module = doc["services"][name]["command"][2]
+    package = _package_dir(module)
+    if not (package / "__main__.py").is_file():
+        pytest.skip(f"{module} has not landed in this checkout yet: nothing to compare with")
+    # The service's package (and the packages it is nested in) plus shared/ and the runner.
+    sources = [ROOT / "shared", ROOT / "services" / "__main__.py", package]
+    read = _names_read(sources)
+    unknown = set(service_env(doc["services"][name])) - read - NOT_READ_BY_CODE
+    assert not unknown, f"{name} is given variables its code never reads: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+@pytest.mark.parametrize("port", [None, "19999"])
+def test_published_ports_are_the_runners_ports(name: str, port: str | None) -> None:
+    variable, default = PUBLISHED[name]
+    env = {variable: port} if port else {}
+    svc = load(COMPOSE, env=env)["services"][name]
+    expected = port or str(default)
+    (mapping,) = svc["ports"]
+    host_ip, host_port, container_port = mapping.split(":")
+    assert (host_ip, host_port, container_port) == ("127.0.0.1", expected, expected)
+    assert service_env(svc)[variable] == expected  # the service listens where compose publishes
+
+
+def test_only_the_web_and_fix_ports_are_published_and_redis_stays_inside() -> None:
+    doc = load(COMPOSE, SHARDS_OVERRIDE)
+    assert {n for n, s in doc["services"].items() if s.get("ports")} == set(PUBLISHED)
+    assert doc["networks"]["bus"]["internal"] is True
+    assert doc["services"]["redis"]["networks"] == ["bus"]
+    assert all("bus" in s["networks"] for s in doc["services"].values())
+    assert load(COMPOSE, env={"FIXLAB_BIND": "0.0.0.0"})["services"]["web"]["ports"] == ["0.0.0.0:8000:8000"]
+
+
+def test_health_restart_and_start_order() -> None:
+    doc = load(COMPOSE, SHARDS_OVERRIDE)
+    services = doc["services"]
+    for name, svc in services.items():
+        assert svc["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert svc["restart"] == ("no" if name == "bench" else "unless-stopped"), name
+        for dep, cond in svc.get("depends_on", {}).items():
+            assert dep in services and cond == {"condition": "service_healthy"}, (name, dep)
+        health = svc["healthcheck"]["test"]
+        if health[1:4] == ["python", "-m", "shared.health"]:
+            assert importlib.util.find_spec("shared.health") is not None
+    # Nothing starts before what it talks to is healthy.
+    needs = {"matcher": {"redis"}, "matcher-b": {"redis"}, "gateway": {"redis", "matcher", "matcher-b"},
+             "web": {"redis", "gateway"}, "bots": {"gateway"}, "bench": {"gateway", "matcher"}}
+    for name, deps in needs.items():
+        assert deps <= set(services[name]["depends_on"]), name
+
+
+def test_redis_keeps_an_append_only_file_with_fsync_every_second() -> None:
+    cmd = load(COMPOSE)["services"]["redis"]["command"]
+    assert cmd[0] == "redis-server"
+    opts = dict(zip(cmd[1::2], cmd[2::2], strict=True))
+    assert opts["--appendonly"] == "yes" and opts["--appendfsync"] == "everysec"
+    assert any(v["target"] == "/data" if isinstance(v, dict) else v.endswith(":/data")
+               for v in load(COMPOSE)["services"]["redis"]["volumes"])
+
+
+def test_the_bench_profile_runs_the_bench_cli_as_four_instances_of_one_run() -> None:
+    doc = load(COMPOSE)
+    bench = doc["services"]["bench"]
+    assert bench["profiles"] == ["bench"]
+    assert "bench" not in lab_services(doc)
+    assert bench["command"][:3] == ["python", "-m", "services.bench"]
+    if importlib.util.find_spec("services.bench.__main__") is None:
+        pytest.skip("services.bench has not landed: its CLI cannot check the arguments")
+    from services.bench.__main__ import parser
+
+    args = parser().parse_args(bench["command"][3:])
+    assert args.instances == 4  # `--scale bench=4`
+    assert args.addr == ("gateway", 9878)
+    assert str(args.out).startswith("/data/bench/")
+    assert service_env(bench)["FIXLAB_BENCH_RUN_ID"]  # shared by the instances: required by the CLI
+    run = load(COMPOSE, env={"FIXLAB_BENCH_INSTANCES": "2", "FIXLAB_BENCH_RUN_ID": "r7"})["services"]["bench"]
+    args = parser().parse_args(run["command"][3:])
+    assert args.instances == 2 and args.out.name == "r7.json"
+
+
+def test_every_app_service_runs_the_one_image_built_from_deploy() -> None:
+    doc = load(COMPOSE, SHARDS_OVERRIDE)
+    images = set()
+    for name, svc in doc["services"].items():
+        if name in INFRA:
+            continue
+        assert (ROOT / svc["build"]["context"] / svc["build"]["dockerfile"]).is_file(), name
+        images.add((svc["image"], svc["build"]["dockerfile"], svc["build"]["target"]))
+        module = svc["command"][2]
+        assert module in MODULE_OF.values() or module == "services.bench", name
+    assert images == {("fixlab:local", "deploy/Dockerfile", "app")}

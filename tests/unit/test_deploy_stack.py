@@ -1,0 +1,60 @@
+"""The runner's service list: one matcher per shard of FIXLAB_SHARDS."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.stack import SHARD_ENV, stack_specs
+from shared.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_one_shard_is_one_service_named_matcher() -> None:
+    specs = stack_specs(python="py", env={}, only_present=False)
+    assert [(s.name, s.argv, s.env) for s in specs] == [
+        ("matcher", ("py", "-m", "services.matcher"), {SHARD_ENV: "0"}),
+        ("gateway", ("py", "-m", "services.gateway"), {}),
+        ("web", ("py", "-m", "services.web"), {}),
+        ("bots", ("py", "-m", "services.web.bots"), {}),
+    ]
+
+
+def test_two_shards_are_two_matchers_before_everything_else() -> None:
+    env = {"FIXLAB_SHARDS": "BIRCH.LAB:b,ACORN.LAB:a"}
+    specs = stack_specs(python="py", env=env, only_present=False)
+    assert [(s.name, s.env) for s in specs[:2]] == [("matcher-a", {SHARD_ENV: "a"}),
+                                                   ("matcher-b", {SHARD_ENV: "b"})]
+    # An instrument left out of the map stays on shard 0, which then needs its own matcher.
+    env = {"FIXLAB_SHARDS": "ACORN.LAB:a"}
+    assert [s.name for s in stack_specs(env=env, only_present=False)][:2] == ["matcher-0", "matcher-a"]
+
+
+def test_only_services_present_in_the_checkout_are_started() -> None:
+    present = {s.name for s in stack_specs(env={})}
+    assert present <= {s.name for s in stack_specs(env={}, only_present=False)}
+    for spec in stack_specs(env={}):
+        module = spec.argv[2]
+        assert (ROOT.joinpath(*module.split(".")) / "__main__.py").is_file()
+
+
+@pytest.mark.parametrize("shards", ["ACORN.LAB", "NOPE.LAB:a", "ACORN.LAB:"])
+def test_a_bad_shard_map_is_refused(shards: str) -> None:
+    with pytest.raises(ConfigError):
+        stack_specs(env={"FIXLAB_SHARDS": shards}, only_present=False)
+
+
+def test_make_run_stops_on_a_bad_shard_map_with_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "FIXLAB_SHARDS": "NOPE.LAB:a", "FIXLAB_RUN_DIR": str(tmp_path)}
+    env.pop("REDIS_URL", None)
+    proc = subprocess.run([sys.executable, "-m", "services"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "fixlab: FIXLAB_PRO_RATA/FIXLAB_SHARDS name unknown instruments: ['NOPE.LAB']"]
+    assert not (tmp_path / "redis").exists()  # refused before starting anything
