@@ -1,0 +1,45 @@
+"""``python -m services.matcher``: one matcher process for the shard FIXLAB_MATCHER_SHARD (default "0")."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from services.matcher.config import load
+from services.matcher.service import MatcherService, RecoveryError
+from shared import logs
+from shared.config import ConfigError
+
+log = logging.getLogger("services.matcher")
+
+
+def main() -> int:
+    logs.setup("matcher")
+    try:
+        settings = load()
+    except ConfigError as exc:
+        print(f"matcher: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %s: finishing the current batch", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("matcher shard %s starting: %s, instruments %s", settings.shard, settings.common,
+             ", ".join(i.symbol + (" (pro-rata)" if i.pro_rata else "") for i in settings.instruments))
+    try:
+        MatcherService(settings).run(stop)
+    except RecoveryError as exc:
+        log.error("cannot recover: %s", exc)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,238 @@
+"""One instrument's limit order book: price-time priority, or pro-rata per level.
+
+A plain class with no I/O. ``match`` trades an incoming order against the opposite side, best
+price first; each trade happens at the resting order's price. At one price the oldest order
+trades first (FIFO) or, for a pro-rata instrument, the level is shared out by ``prorata.allocate``.
+The book updates the resting orders it trades with (and drops those that are done); the caller
+owns the incoming order and everything about sessions and events.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from services.matcher.prorata import allocate
+from shared.config import Instrument
+from shared.schema import BUY, SELL
+
+Fill = tuple["Order", int, int]  # (resting order, quantity, price)
+DepthSide = tuple[tuple[int, int, int], ...]  # ((price, quantity, orders), ...) best first
+
+
+class Order:
+    """An order the exchange accepted. ``cost`` is sum(fill price * fill qty), in ticks."""
+
+    __slots__ = ("clordid", "cost", "cum", "leaves", "order_id", "owner", "price", "qty", "reply_to",
+                 "session", "side", "symbol", "tif")
+
+    def __init__(self, order_id: str, session: str, clordid: str, symbol: str, side: int, price: int,
+                 qty: int, tif: int, reply_to: str, owner: Any = None, leaves: int | None = None,
+                 cum: int = 0, cost: int = 0) -> None:
+        self.order_id = order_id
+        self.session = session
+        self.clordid = clordid
+        self.symbol = symbol
+        self.side = side
+        self.price = price
+        self.qty = qty
+        self.leaves = qty if leaves is None else leaves
+        self.cum = cum
+        self.cost = cost
+        self.tif = tif
+        self.reply_to = reply_to
+        self.owner = owner  # the engine's per-session state; the book never looks at it
+
+    def __repr__(self) -> str:
+        side = "buy" if self.side == BUY else "sell"
+        return (f"Order({self.order_id} {self.session}/{self.clordid} {side} {self.leaves}/{self.qty}"
+                f"@{self.price} cum={self.cum})")
+
+
+class Level:
+    """The orders resting at one price, oldest first, and their total leaves quantity."""
+
+    __slots__ = ("orders", "price", "qty")
+
+    def __init__(self, price: int) -> None:
+        self.price = price
+        self.orders: deque[Order] = deque()
+        self.qty = 0
+
+
+class Book:
+    """Bids and asks of one instrument."""
+
+    __slots__ = ("ask_prices", "asks", "bid_prices", "bids", "instrument", "pro_rata", "resting",
+                 "symbol")
+
+    def __init__(self, instrument: Instrument) -> None:
+        self.instrument = instrument
+        self.symbol = instrument.symbol
+        self.pro_rata = instrument.pro_rata
+        # Each side: price -> Level, plus the prices in a SortedList (best bid last, best ask first).
+        self.bids: dict[int, Level] = {}
+        self.asks: dict[int, Level] = {}
+        self.bid_prices: SortedList = SortedList()
+        self.ask_prices: SortedList = SortedList()
+        self.resting = 0
+
+    # ------------------------------------------------------------------ queries
+
+    def best_bid(self) -> int | None:
+        return self.bid_prices[-1] if self.bid_prices else None
+
+    def best_ask(self) -> int | None:
+        return self.ask_prices[0] if self.ask_prices else None
+
+    def crosses(self, side: int, price: int) -> bool:
+        """Would an order of ``side`` at ``price`` trade now?"""
+        if side == BUY:
+            return bool(self.ask_prices) and self.ask_prices[0] <= price
+        return bool(self.bid_prices) and self.bid_prices[-1] >= price
+
+    def levels(self, side: int) -> Iterator[Level]:
+        """The levels of one side, best price first."""
+        if side == BUY:
+            bids = self.bids
+            return (bids[p] for p in reversed(self.bid_prices))
+        asks = self.asks
+        return (asks[p] for p in self.ask_prices)
+
+    def orders(self) -> Iterator[Order]:
+        """Every resting order: bids then asks, best price first, oldest first within a price."""
+        for side in (BUY, SELL):
+            for level in self.levels(side):
+                yield from level.orders
+
+    def depth(self, n: int) -> tuple[DepthSide, DepthSide]:
+        """The best ``n`` levels of each side as (price, quantity, orders)."""
+        bids, asks = self.bids, self.asks
+        out_bids = []
+        for p in self.bid_prices.islice(max(0, len(self.bid_prices) - n), reverse=True):
+            level = bids[p]
+            out_bids.append((p, level.qty, len(level.orders)))
+        out_asks = []
+        for p in self.ask_prices.islice(0, n):
+            level = asks[p]
+            out_asks.append((p, level.qty, len(level.orders)))
+        return tuple(out_bids), tuple(out_asks)
+
+    # ------------------------------------------------------------------ changes
+
+    def add(self, order: Order) -> None:
+        """Rest ``order`` at the back of its price level."""
+        price = order.price
+        if order.side == BUY:
+            level = self.bids.get(price)
+            if level is None:
+                level = self.bids[price] = Level(price)
+                self.bid_prices.add(price)
+        else:
+            level = self.asks.get(price)
+            if level is None:
+                level = self.asks[price] = Level(price)
+                self.ask_prices.add(price)
+        level.orders.append(order)
+        level.qty += order.leaves
+        self.resting += 1
+
+    def remove(self, order: Order) -> None:
+        """Take a resting order out of the book (cancel, or a replace that loses priority)."""
+        if order.side == BUY:
+            levels, prices = self.bids, self.bid_prices
+        else:
+            levels, prices = self.asks, self.ask_prices
+        level = levels[order.price]
+        level.orders.remove(order)  # identity comparison: Order defines no __eq__
+        level.qty -= order.leaves
+        self.resting -= 1
+        if not level.orders:
+            del levels[order.price]
+            prices.remove(order.price)
+
+    def reduce(self, order: Order, leaves: int) -> None:
+        """Lower a resting order's leaves in place: it keeps its time priority."""
+        level = (self.bids if order.side == BUY else self.asks)[order.price]
+        level.qty -= order.leaves - leaves
+        order.leaves = leaves
+
+    def match(self, side: int, limit: int, qty: int) -> list[Fill]:
+        """Trade an incoming ``side`` order of ``qty`` at limit ``limit``; return the fills in order.
+
+        Resting orders that trade are updated (leaves, cum, cost); those with nothing left leave the
+        book. The incoming order is the caller's to update (sum of the fills' quantities).
+        """
+        fills: list[Fill] = []
+        if side == BUY:
+            prices, levels = self.ask_prices, self.asks
+            while qty and prices:
+                px = prices[0]
+                if px > limit:
+                    break
+                level = levels[px]
+                qty = self._take_prorata(level, qty, fills) if self.pro_rata else \
+                    self._take_fifo(level, qty, fills)
+                if not level.orders:
+                    del levels[px]
+                    prices.pop(0)
+        else:
+            prices, levels = self.bid_prices, self.bids
+            while qty and prices:
+                px = prices[-1]
+                if px < limit:
+                    break
+                level = levels[px]
+                qty = self._take_prorata(level, qty, fills) if self.pro_rata else \
+                    self._take_fifo(level, qty, fills)
+                if not level.orders:
+                    del levels[px]
+                    prices.pop()
+        return fills
+
+    def _take_fifo(self, level: Level, qty: int, fills: list[Fill]) -> int:
+        orders = level.orders
+        px = level.price
+        taken = 0
+        while qty and orders:
+            maker = orders[0]
+            leaves = maker.leaves
+            if leaves <= qty:
+                take = leaves
+                orders.popleft()
+                self.resting -= 1
+            else:
+                take = qty
+            maker.leaves = leaves - take
+            maker.cum += take
+            maker.cost += take * px
+            qty -= take
+            taken += take
+            fills.append((maker, take, px))
+        level.qty -= taken
+        return qty
+
+    def _take_prorata(self, level: Level, qty: int, fills: list[Fill]) -> int:
+        makers = list(level.orders)
+        px = level.price
+        shares = allocate(qty, [m.leaves for m in makers])
+        taken = 0
+        for maker, take in zip(makers, shares, strict=True):
+            if take:
+                maker.leaves -= take
+                maker.cum += take
+                maker.cost += take * px
+                taken += take
+                fills.append((maker, take, px))
+        if any(m.leaves == 0 for m in makers):
+            level.orders = deque(m for m in makers if m.leaves)
+            self.resting -= len(makers) - len(level.orders)
+        level.qty -= taken
+        return qty - taken
+
+    def is_crossed(self) -> bool:
+        bid, ask = self.best_bid(), self.best_ask()
+        return bid is not None and ask is not None and bid >= ask

@@ -1,0 +1,262 @@
+"""The matcher service: a thin Redis adapter around the engine, one single-threaded process per shard.
+
+Loop (shared.bus.StreamConsumer): read up to ``batch`` entries of the shard's orders stream, apply
+every command in them, and publish the events (one entry per destination stream per batch)
+together with the acknowledgement in one MULTI/EXEC.
+
+Crash safety. Every so often the same MULTI also stores a snapshot of the whole engine state with
+the id of the last entry it covers, and trims the orders stream below that id. Since events and
+acknowledgement are one transaction, "acknowledged" means "its events were published". A new
+process therefore loads the snapshot, replays silently the entries after it up to the group's last
+applied id (their events are already out), and then lets the consumer loop read its pending entries
+(read but never acknowledged) before new ones. No event is lost or published twice; a command that
+a producer wrote twice is recognised by (session, ClOrdID, MsgSeqNum) and answered once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from services.matcher.config import MatcherSettings
+from services.matcher.engine import BatchResult, Engine, Limits
+from shared import bus, streams
+from shared.bus import Effects, Entry, StreamConsumer, id_after
+from shared.clock import now_ns
+from shared.health import HealthReporter
+from shared.schema import (
+    MatcherSnapshot,
+    Message,
+    SchemaError,
+    decode,
+    decode_batch,
+    encode,
+    encode_wire_batch,
+)
+
+log = logging.getLogger(__name__)
+
+REPLAY_CHUNK = 1000  # entries per XRANGE while replaying
+
+
+class RecoveryError(RuntimeError):
+    """The state cannot be rebuilt exactly (e.g. the orders stream was trimmed past the snapshot)."""
+
+
+class MatcherService:
+    """One shard's matcher: recover, then consume until ``stop`` is set."""
+
+    def __init__(self, settings: MatcherSettings, r: redis.Redis | None = None) -> None:
+        self.settings = settings
+        self.shard = settings.shard
+        self.r = r if r is not None else bus.connect(settings.common.redis_url)
+        self.stream = streams.orders_stream(self.shard)
+        self.snapshot_key = streams.snapshot_key(self.shard)
+        self.maxlen = settings.common.stream_maxlen
+        self.limits = Limits(depth_levels=settings.depth_levels)
+        self.consumer = StreamConsumer(self.r, self.stream, streams.MATCHER_GROUP, settings.consumer_name,
+                                       count=settings.batch, block_ms=settings.block_ms,
+                                       maxlen=self.maxlen)
+        self.engine = self._new_engine()
+        # Counters (read by the health thread; plain ints and strings, swapped whole).
+        self.events = 0
+        self.redelivered = 0
+        self.malformed = 0
+        self.replayed = 0
+        self.last_snapshot_id = "0-0"
+        self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        self._last_handled: bytes | None = None
+        self._rate_mark = (time.monotonic(), 0)
+
+    def _new_engine(self) -> Engine:
+        return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-")
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> None:
+        """Rebuild the engine: the latest snapshot, then the acknowledged entries after it."""
+        started = time.monotonic()
+        bus.wait_for_redis(self.r, timeout_s=30)
+        self.consumer.ensure()
+        raw: Any = self.r.get(self.snapshot_key)
+        covered = "0-0"
+        if raw is not None:
+            snap = decode(raw)
+            if not isinstance(snap, MatcherSnapshot) or snap.shard != self.shard:
+                raise RecoveryError(f"{self.snapshot_key} does not hold shard {self.shard}'s snapshot")
+            self.engine = Engine.restore(snap, self.settings.instruments, limits=self.limits,
+                                         id_prefix=f"{self.shard}-")
+            covered = snap.last_id
+        else:
+            self.engine = self._new_engine()
+        self.last_snapshot_id = covered
+        applied_raw: Any = self.r.get(self.consumer.applied_key)
+        applied = applied_raw.decode() if applied_raw is not None else covered
+        self._check_not_trimmed(covered, applied)
+        replayed = 0
+        start = covered
+        while id_after(applied, start):
+            rows: Any = self.r.xrange(self.stream, min=f"({start}", max=applied, count=REPLAY_CHUNK)
+            if not rows:
+                break
+            for _, fields_ in rows:
+                cmds = self._decode_quietly(fields_)
+                if cmds:
+                    self.engine.apply_batch(cmds)  # events discarded: they were published
+                replayed += 1
+            start = rows[-1][0].decode()
+        self.replayed = replayed
+        log.info("recovered shard %s: snapshot at %s, replayed %d entries up to %s, %d resting orders, "
+                 "%.2fs", self.shard, covered, replayed, applied, self.engine.resting_orders,
+                 time.monotonic() - started)
+
+    def _check_not_trimmed(self, covered: str, applied: str) -> None:
+        if not id_after(applied, covered):
+            return
+        info: Any = self.r.xinfo_stream(self.stream)
+        deleted = info.get("max-deleted-entry-id", b"0-0")
+        deleted = deleted.decode() if isinstance(deleted, bytes) else str(deleted)
+        if id_after(deleted, covered):
+            raise RecoveryError(
+                f"{self.stream} was trimmed up to {deleted}, past the snapshot at {covered}: acknowledged "
+                f"commands are gone and the books cannot be rebuilt exactly (raise FIXLAB_STREAM_MAXLEN or "
+                f"snapshot more often with FIXLAB_MATCHER_SNAPSHOT_EVERY)")
+
+    @staticmethod
+    def _decode_quietly(fields_: dict[bytes, bytes] | None) -> list[Message]:
+        # The consumer loop dead-lettered what does not decode; replay skips it the same way.
+        payload = fields_.get(streams.BATCH_FIELD) if fields_ else None
+        if payload is None:
+            return []
+        try:
+            return decode_batch(payload)
+        except SchemaError:
+            return []
+
+    # ------------------------------------------------------------------ the batch handler
+
+    def handle(self, batch: list[Entry]) -> Effects:
+        """Apply a batch of entries; return its events (and maybe a snapshot) as effects."""
+        cmds: list[Message] = []
+        for _, msgs in batch:
+            cmds.extend(msgs)
+        result = self.engine.apply_batch(cmds)
+        last_id = batch[-1][0]
+        self._last_handled = last_id
+        effects = Effects()
+        effects.extra.append(self._publisher(result))
+        if result.malformed:
+            effects.extra.append(self._dead_letters(batch, result))
+        self.events += len(result.events)
+        self.redelivered += result.redelivered
+        self.malformed += len(result.malformed)
+        self._since_snapshot += len(cmds)
+        if self._snapshot_due():
+            effects.extra.append(self._snapshot_writer(last_id.decode()))
+        return effects
+
+    def _publisher(self, result: BatchResult) -> Callable[[Any], None]:
+        grouped: dict[str | None, list[tuple[Any, ...]]] = {}
+        for dest, wire in result.events:
+            lst = grouped.get(dest)
+            if lst is None:
+                grouped[dest] = [wire]
+            else:
+                lst.append(wire)
+        payloads = [(streams.MARKET_STREAM if dest is None else streams.events_stream(dest),
+                     encode_wire_batch(wires)) for dest, wires in grouped.items()]
+        maxlen = self.maxlen
+
+        def publish(pipe: Any) -> None:
+            for stream, payload in payloads:
+                pipe.xadd(stream, {streams.BATCH_FIELD: payload}, maxlen=maxlen, approximate=True)
+
+        return publish
+
+    def _dead_letters(self, batch: list[Entry], result: BatchResult) -> Callable[[Any], None]:
+        where = {id(m): entry_id for entry_id, msgs in batch for m in msgs}
+        rows = []
+        for cmd, reason in result.malformed:
+            log.error("dead-lettering a command of %s %s: %s", self.stream, where[id(cmd)].decode(), reason)
+            rows.append({b"stream": self.stream, b"id": where[id(cmd)], b"group": streams.MATCHER_GROUP,
+                         b"reason": reason, b"payload": encode(cmd)})
+
+        def write(pipe: Any) -> None:
+            for row in rows:
+                pipe.xadd(streams.DEADLETTER_STREAM, row, maxlen=10_000, approximate=True)
+
+        return write
+
+    def _snapshot_due(self) -> bool:
+        if self._since_snapshot >= self.settings.snapshot_every:
+            return True
+        return (self._since_snapshot > 0
+                and time.monotonic() - self._snapshot_at >= self.settings.snapshot_seconds)
+
+    def _snapshot_writer(self, last_id: str) -> Callable[[Any], None]:
+        blob = encode(self.engine.snapshot(self.shard, last_id, now_ns()))
+        self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        self.last_snapshot_id = last_id
+        key, stream = self.snapshot_key, self.stream
+
+        def write(pipe: Any) -> None:
+            pipe.set(key, blob)
+            # Everything below last_id is acknowledged (one consumer, in order) and in the snapshot.
+            pipe.xtrim(stream, minid=last_id, approximate=True)
+
+        return write
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def counters(self) -> dict[str, int | float | str]:
+        now = time.monotonic()
+        commands = self.engine.commands
+        mark_t, mark_n = self._rate_mark
+        rate = (commands - mark_n) / (now - mark_t) if now > mark_t else 0.0
+        self._rate_mark = (now, commands)
+        out: dict[str, int | float | str] = {
+            "shard": self.shard, "commands": commands, "events": self.events,
+            "orders_per_s": round(rate, 1), "resting_orders": self.engine.resting_orders,
+            "redelivered": self.redelivered, "malformed": self.malformed, "replayed": self.replayed,
+            "last_snapshot_id": self.last_snapshot_id, "deadlettered": self.consumer.deadlettered,
+        }
+        with contextlib.suppress(*bus.REDIS_ERRORS, redis.ResponseError):
+            pending: Any = self.r.xpending(self.stream, streams.MATCHER_GROUP)
+            out["pending"] = int(pending["pending"])
+        return out
+
+    def run(self, stop: threading.Event) -> None:
+        """Recover, then consume until ``stop`` is set; store a last snapshot on a clean stop."""
+        self.recover()
+        health = HealthReporter(self.r, "matcher", self.shard, self.counters,
+                                interval_s=self.settings.health_interval_s).start()
+        try:
+            self.consumer.run(self.handle, stop)
+            self._final_snapshot()
+        finally:
+            health.stop()
+        log.info("matcher shard %s stopped after %d commands", self.shard, self.engine.commands)
+
+    def _final_snapshot(self) -> None:
+        last = self._last_handled
+        if last is None or self._since_snapshot == 0:
+            return
+        try:
+            # Only when the last batch's events went out: otherwise the state is ahead of the bus.
+            if not self.consumer.already_applied(last):
+                return
+            pipe = self.r.pipeline(transaction=True)
+            self._snapshot_writer(last.decode())(pipe)
+            pipe.execute()
+            log.info("final snapshot at %s", last.decode())
+        except bus.REDIS_ERRORS as exc:
+            log.warning("no final snapshot (redis unavailable: %s)", exc)
+
