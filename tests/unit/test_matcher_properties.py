@@ -1,0 +1,191 @@
+"""Hypothesis state machine on the engine: the book invariants hold after every command.
+
+- never crossed;
+- per order: filled + resting + cancelled = its quantity, and every event's cum/leaves agree;
+- price-time priority: within a level, orders sit in the order they won their place, and a FIFO
+  book fills makers best price first, oldest first, each one fully before the next;
+- both sides of a match carry the same match id, price and quantity;
+- every event round-trips through the schema codec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from services.matcher.engine import Engine, Limits
+from shared.config import Instrument
+from shared.schema import (
+    BUY,
+    SELL,
+    Accepted,
+    Cancelled,
+    CancelOrder,
+    Filled,
+    Message,
+    NewOrder,
+    Replaced,
+    ReplaceOrder,
+    SessionEnded,
+    decode_batch,
+    encode_batch,
+)
+
+INSTRUMENTS = [Instrument("ACORN.LAB", 10000, Decimal("0.01")),
+               Instrument("BIRCH.LAB", 2500, Decimal("0.01"), pro_rata=True)]
+REF = {i.symbol: i.reference_ticks for i in INSTRUMENTS}
+PRO_RATA = {i.symbol for i in INSTRUMENTS if i.pro_rata}
+SESSIONS = ("A", "B", "C")
+
+
+@dataclass
+class Tracked:
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    filled: int = 0
+    cancelled: int = 0
+    key: int = 0  # when it won its place in the queue
+
+
+class EngineMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = Engine(INSTRUMENTS, limits=Limits(max_open_per_session=8))
+        self.seq = dict.fromkeys(SESSIONS, 0)
+        self.n = 0
+        self.orders: dict[str, Tracked] = {}  # order_id -> model
+        self.by_clordid: dict[tuple[str, str], str] = {}  # (session, current ClOrdID) -> order_id
+        self.last: Message | None = None
+        self.clock = 0
+
+    def _stamp(self, session: str) -> tuple[str, int, int]:
+        self.seq[session] += 1
+        self.n += 1
+        self.clock += 1
+        return f"c{self.n}", self.seq[session], self.clock
+
+    def _apply(self, cmd: Message) -> None:
+        self.last = cmd
+        events = self.engine.apply(cmd)
+        assert decode_batch(encode_batch(events)) == events
+        maker_fills: list[Filled] = []
+        by_match: dict[str, list[Filled]] = {}
+        for ev in events:
+            if isinstance(ev, Accepted):
+                self.clock += 1
+                self.orders[ev.order_id] = Tracked(ev.symbol, ev.side, ev.price, ev.qty, key=self.clock)
+                self.by_clordid[(ev.session, ev.clordid)] = ev.order_id
+            elif isinstance(ev, Replaced):
+                t = self.orders[ev.order_id]
+                if not (ev.price == t.price and ev.qty <= t.qty):
+                    self.clock += 1
+                    t.key = self.clock
+                t.price, t.qty = ev.price, ev.qty
+                self.by_clordid[(ev.session, ev.clordid)] = ev.order_id
+                assert ev.leaves_qty == ev.qty - ev.cum_qty and ev.cum_qty == t.filled
+            elif isinstance(ev, Filled):
+                t = self.orders[ev.order_id]
+                t.filled += ev.last_qty
+                assert ev.cum_qty == t.filled and ev.leaves_qty == t.qty - t.filled >= 0
+                by_match.setdefault(ev.match_id, []).append(ev)
+                if ev.session != getattr(cmd, "session", None) or ev.clordid != getattr(cmd, "clordid", None):
+                    maker_fills.append(ev)
+            elif isinstance(ev, Cancelled):
+                t = self.orders[ev.order_id]
+                t.cancelled = t.qty - ev.cum_qty
+                assert ev.cum_qty == t.filled
+        for pair in by_match.values():
+            assert len(pair) == 2
+            a, b = pair
+            assert (a.last_px, a.last_qty) == (b.last_px, b.last_qty) and a.side != b.side
+        self._check_fifo_fills(maker_fills)
+
+    def _check_fifo_fills(self, maker_fills: list[Filled]) -> None:
+        fifo = [f for f in maker_fills if f.symbol not in PRO_RATA]
+        ranks = []
+        for f in fifo:
+            price_rank = f.last_px if f.side == SELL else -f.last_px  # best first for the taker
+            ranks.append((price_rank, self.orders[f.order_id].key))
+        assert ranks == sorted(ranks)
+        for f in fifo[:-1]:
+            assert f.leaves_qty == 0, "a later maker traded before an earlier one was done"
+
+    # ------------------------------------------------------------------ rules
+
+    @rule(session=st.sampled_from(SESSIONS), symbol=st.sampled_from(sorted(REF)),
+          side=st.sampled_from((BUY, SELL)), offset=st.integers(-2, 2), qty=st.integers(1, 40))
+    def new_order(self, session: str, symbol: str, side: int, offset: int, qty: int) -> None:
+        cid, seq, ts = self._stamp(session)
+        self._apply(NewOrder(session, cid, symbol, side, REF[symbol] + offset, qty, 1, "gw", seq, ts))
+
+    def _open(self) -> list[tuple[str, str]]:
+        return sorted((o.session, o.clordid) for b in self.engine.books.values() for o in b.orders())
+
+    @precondition(lambda self: bool(self.by_clordid))
+    @rule(data=st.data(), open_only=st.booleans())
+    def cancel(self, data: st.DataObject, open_only: bool) -> None:
+        keys = (self._open() if open_only else None) or sorted(self.by_clordid)
+        (session, orig) = data.draw(st.sampled_from(keys))
+        t = self.orders[self.by_clordid[(session, orig)]]
+        cid, seq, ts = self._stamp(session)
+        self._apply(CancelOrder(session, cid, orig, t.symbol, t.side, "gw", seq, ts))
+
+    @precondition(lambda self: bool(self.by_clordid))
+    @rule(data=st.data(), open_only=st.booleans(), offset=st.integers(-3, 3), qty=st.integers(1, 40),
+          same_price=st.booleans())
+    def replace(self, data: st.DataObject, open_only: bool, offset: int, qty: int, same_price: bool) -> None:
+        keys = (self._open() if open_only else None) or sorted(self.by_clordid)
+        (session, orig) = data.draw(st.sampled_from(keys))
+        t = self.orders[self.by_clordid[(session, orig)]]
+        price = t.price if same_price else REF[t.symbol] + offset
+        cid, seq, ts = self._stamp(session)
+        self._apply(ReplaceOrder(session, cid, orig, t.symbol, t.side, price, qty, "gw", seq, ts))
+
+    @rule(session=st.sampled_from(SESSIONS))
+    def end_session(self, session: str) -> None:
+        _, _, ts = self._stamp(session)
+        self._apply(SessionEnded(session, "gw", ts))
+        self.by_clordid = {k: v for k, v in self.by_clordid.items() if k[0] != session}
+
+    @precondition(lambda self: self.last is not None)
+    @rule()
+    def redeliver(self) -> None:
+        before = self.engine.snapshot("0", "0-0", 0)
+        assert self.last is not None
+        if isinstance(self.last, SessionEnded):
+            return
+        assert self.engine.apply(self.last) == []
+        assert self.engine.snapshot("0", "0-0", 0) == before
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def never_crossed(self) -> None:
+        for book in self.engine.books.values():
+            assert not book.is_crossed()
+
+    @invariant()
+    def quantities_add_up(self) -> None:
+        resting = {o.order_id: o.leaves for b in self.engine.books.values() for o in b.orders()}
+        for order_id, t in self.orders.items():
+            assert t.filled + resting.get(order_id, 0) + t.cancelled == t.qty, (order_id, t)
+
+    @invariant()
+    def time_priority_within_levels(self) -> None:
+        for book in self.engine.books.values():
+            for side in (BUY, SELL):
+                for level in book.levels(side):
+                    keys = [self.orders[o.order_id].key for o in level.orders]
+                    assert keys == sorted(keys)
+                    assert level.qty == sum(o.leaves for o in level.orders)
+
+
+EngineMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=50, deadline=None,
+                                           suppress_health_check=[HealthCheck.too_slow])
+TestEngineMachine = EngineMachine.TestCase
