@@ -89,10 +89,14 @@ class LabSession(fix.Application):
         self.orders = LabOrders(f"{lab_id[:12]}-")
         self.exchange = ExchangeSeqs()
         self._lock = threading.Lock()
+        # Held while the engine stops: outside threads must not touch a Session being deleted.
+        # Callbacks never take it (they run on the engine's thread, which stop() joins).
+        self._engine_lock = threading.Lock()
         self._sid: fix.SessionID | None = None
         self._seqs = (1, 1)
         self._initiator: fix.SocketInitiator | None = None
         self._down_reported = False
+        self._stopped = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -104,25 +108,31 @@ class LabSession(fix.Application):
 
     def stop_engine(self) -> None:
         """Stop the initiator (it sends a Logout if still logged on, waiting up to LogoutTimeout)."""
-        self._refresh_seqs()
-        initiator, self._initiator = self._initiator, None
-        if initiator is not None:
-            initiator.stop()
+        with self._engine_lock:
+            self._refresh_seqs()
+            initiator, self._initiator = self._initiator, None
+            if initiator is not None:
+                self.logging_out = True
+                initiator.stop()
+            self._stopped = True
 
     def logout(self, reason: str) -> bool:
         """Send a Logout; False when the session is not logged on (nothing to log out)."""
-        session = self._session()
-        if session is None or not session.isLoggedOn():
-            return False
-        self.logging_out = True
-        self.text = reason
-        session.logout(reason)
-        return True
+        with self._engine_lock:
+            session = self._session()
+            if session is None or not session.isLoggedOn():
+                return False
+            self.logging_out = True
+            self.text = reason
+            session.logout(reason)
+            return True
 
     # ------------------------------------------------------------------ state
 
     def _session(self) -> Any:
-        return fix.Session.lookupSession(self._sid) if self._sid is not None else None
+        if self._sid is None or self._stopped:
+            return None
+        return fix.Session.lookupSession(self._sid)
 
     def _refresh_seqs(self) -> None:
         session = self._session()
@@ -130,8 +140,11 @@ class LabSession(fix.Application):
             self._seqs = (session.getExpectedSenderNum(), session.getExpectedTargetNum())
 
     def state(self) -> LabState:
-        if self.status != ENDED:
-            self._refresh_seqs()
+        if self._engine_lock.acquire(blocking=False):  # while the engine stops, the last numbers stand
+            try:
+                self._refresh_seqs()
+            finally:
+                self._engine_lock.release()
         with self._lock:
             orders = self.orders.open_orders()
         return LabState(
@@ -175,14 +188,15 @@ class LabSession(fix.Application):
             raise CommandError(f"unknown command {op!r}")
 
     def _send_order_message(self, cmd: LabCommand) -> None:
-        session = self._session()
-        if session is None or not session.isLoggedOn():
-            raise CommandError(f"cannot {cmd.op}: the session is not logged on")
-        with self._lock:
-            build = {"order": self.orders.new_order, "cancel": self.orders.cancel,
-                     "replace": self.orders.replace}[cmd.op]
-            msg_type, body = build(cmd, now_ns())
-        self._send(msg_type, body)
+        with self._engine_lock:
+            session = self._session()
+            if session is None or not session.isLoggedOn():
+                raise CommandError(f"cannot {cmd.op}: the session is not logged on")
+            with self._lock:
+                build = {"order": self.orders.new_order, "cancel": self.orders.cancel,
+                         "replace": self.orders.replace}[cmd.op]
+                msg_type, body = build(cmd, now_ns())
+            self._send(msg_type, body)
 
     def _send(self, msg_type: str, body: Fields) -> None:
         msg = fix.Message()

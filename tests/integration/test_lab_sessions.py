@@ -1,0 +1,160 @@
+"""Lab sessions end to end against a plain QuickFIX acceptor: real Redis, real engines on loopback, the tap.
+
+Each test drives the sessions only through the bus, as the web page does, and reads the lab stream.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from shared import streams
+from tests.helpers import eventually
+from tests.integration.test_lab_support import Lab, command, lab_manager, plain_exchange, start_lab, tags
+
+pytestmark = pytest.mark.integration
+
+GW = "gwlab"
+
+
+def order(r: redis.Redis, lab_id: str, price: str = "100.00", qty: int = 5, side: int = 1) -> None:
+    command(r, GW, lab_id, "order", symbol="ACORN.LAB", side=side, price=price, qty=qty)
+
+
+def test_logon_order_cancel_replace_logout(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange, lab_manager(redis_url, exchange.port) as manager:
+        lab = Lab(r, "visitor-1")
+        start_lab(r, lab.lab_id)
+        first = eventually(lab.state, what="first LabState")
+        assert first.gateway_id == GW and first.comp_id.startswith("LAB")
+        logon_out = lab.wait_wire("client", "A")
+        logon_in = lab.wait_wire("exchange", "A")
+        assert tags(logon_out.raw)[49] == first.comp_id and tags(logon_out.raw)[141] == "Y"
+        assert tags(logon_out.raw)[108] == "2" and tags(logon_in.raw)[56] == first.comp_id
+        assert logon_out.n < logon_in.n and not logon_out.withheld
+        st = eventually(lambda: (s := lab.state()) and s.status == "logged_on" and s.next_target_seq == 2
+                        and s, what="logged on with seqs")
+        assert (st.next_sender_seq, st.next_target_seq) == (2, 2)
+        assert (st.exchange_next_sender_seq, st.exchange_next_target_seq) == (2, 2)
+        assert st.heartbeat_s == 2 and st.expires_at > st.ts
+
+        order(r, lab.lab_id, price="100.50", qty=7)
+        nos = lab.wait_wire("client", "D")
+        clordid = tags(nos.raw)[11]
+        assert tags(nos.raw)[44] == "100.50" and tags(nos.raw)[40] == "2" and tags(nos.raw)[59] == "0"
+        lab.wait_wire("exchange", "8", t150="0", t11=clordid)
+        st = eventually(lambda: (s := lab.state()) and s.orders and s.orders[0].status == "0" and s,
+                        what="order New in state")
+        assert (st.orders[0].clordid, st.orders[0].qty, st.orders[0].leaves_qty) == (clordid, 7, 7)
+
+        command(r, GW, lab.lab_id, "replace", orig_clordid=clordid, price="101.00", qty=3)
+        g = lab.wait_wire("client", "G")
+        assert tags(g.raw)[41] == clordid and tags(g.raw)[44] == "101.00" and tags(g.raw)[38] == "3"
+        new_id = tags(g.raw)[11]
+        eventually(lambda: (s := lab.state()) and s.orders and s.orders[0].clordid == new_id
+                   and s.orders[0].qty == 3, what="replaced order in state")
+
+        command(r, GW, lab.lab_id, "cancel", orig_clordid=new_id)
+        f = lab.wait_wire("client", "F")
+        assert tags(f.raw)[41] == new_id
+        lab.wait_wire("exchange", "8", t150="4")
+        eventually(lambda: (s := lab.state()) and s.orders == () and s, what="no open orders")
+
+        command(r, GW, lab.lab_id, "logout")
+        lab.wait_wire("client", "5")
+        lab.wait_wire("exchange", "5")
+        end = lab.wait_status("ended")
+        assert "visitor" in end.text
+        assert r.exists(streams.lab_compid_key(first.comp_id)) == 0  # the CompID went back
+        assert 0 < r.ttl(streams.lab_stream(lab.lab_id)) <= manager.settings.stream_ttl_s
+        numbers = [w.n for w in lab.wire()]
+        assert numbers == list(range(1, len(numbers) + 1))  # every record, in order
+        assert manager.live_lab_ids() == []
+
+
+def test_drop_next_is_recovered_by_resend_and_the_order_is_acked_once(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange, lab_manager(redis_url, exchange.port):
+        lab = Lab(r, "drop-1")
+        start_lab(r, lab.lab_id)
+        lab.wait_status("logged_on")
+        command(r, GW, lab.lab_id, "drop_next")
+        eventually(lambda: (s := lab.state()) and s.drop_armed, what="drop armed")
+        order(r, lab.lab_id)
+        withheld = eventually(lambda: [w for w in lab.wire() if w.withheld], what="a withheld message")
+        assert tags(withheld[0].raw)[35] == "D"
+        clordid = tags(withheld[0].raw)[11]
+        seq = tags(withheld[0].raw)[34]
+        assert not lab.state().drop_armed  # type: ignore[union-attr]
+        order(r, lab.lab_id, price="99.00")  # the exchange sees the gap when this one arrives
+        resend_req = lab.wait_wire("exchange", "2")
+        assert tags(resend_req.raw)[7] == seq
+        resent = lab.wait_wire("client", "D", t11=clordid, t43="Y")
+        assert tags(resent.raw)[34] == seq and 122 in tags(resent.raw)
+        lab.wait_wire("exchange", "8", t150="0", t11=clordid)
+        eventually(lambda: len(lab.find("exchange", "8", t150="0")) == 2, what="both orders acked")
+        assert len(lab.find("exchange", "8", t150="0", t11=clordid)) == 1
+        assert len(exchange.orders(clordid)) == 1  # the exchange's application saw it once
+        st = eventually(lambda: (s := lab.state()) and s.next_sender_seq == s.exchange_next_target_seq
+                        and s, what="both ends agree after recovery")
+        assert st.status == "logged_on"
+
+
+def test_silent_session_is_given_up_by_the_exchange(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange, lab_manager(redis_url, exchange.port, heartbeat_s=1):
+        lab = Lab(r, "silent-1")
+        start_lab(r, lab.lab_id)
+        lab.wait_status("logged_on")
+        command(r, GW, lab.lab_id, "silent")
+        eventually(lambda: (s := lab.state()) and s.silent, what="silent in state")
+        lab.wait_wire("exchange", "1")  # TestRequest
+        end = lab.wait_status("ended", timeout=30)
+        assert any(w.withheld and w.source == "client" for w in lab.wire())
+        assert end.text
+        assert r.exists(streams.lab_compid_key(end.comp_id)) == 0
+
+
+def test_talk_again_before_the_timeout_recovers(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange, lab_manager(redis_url, exchange.port, heartbeat_s=3):
+        lab = Lab(r, "talk-1")
+        start_lab(r, lab.lab_id)
+        lab.wait_status("logged_on")
+        command(r, GW, lab.lab_id, "silent")
+        eventually(lambda: [w for w in lab.wire() if w.withheld], timeout=10, what="a withheld heartbeat")
+        command(r, GW, lab.lab_id, "talk")
+        eventually(lambda: (s := lab.state()) and not s.silent, what="talking in state")
+        order(r, lab.lab_id)
+        lab.wait_wire("exchange", "2")  # the exchange asks for what it missed
+        lab.wait_wire("client", "4", t123="Y")  # the client's engine gap-fills its heartbeats
+        nos = lab.wait_wire("client", "D")
+        lab.wait_wire("exchange", "8", t150="0", t11=tags(nos.raw)[11])
+        assert lab.state().status == "logged_on"  # type: ignore[union-attr]
+
+
+def test_lifetime_ends_the_session_with_a_logout(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange, lab_manager(redis_url, exchange.port, lifetime_s=3.0):
+        lab = Lab(r, "short-1")
+        start_lab(r, lab.lab_id)
+        lab.wait_status("logged_on")
+        logout = lab.wait_wire("client", "5", timeout=20)
+        assert "over" in tags(logout.raw).get(58, "")
+        lab.wait_wire("exchange", "5")
+        assert "over" in lab.wait_status("ended").text
+
+
+def test_stop_logs_out_every_session(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange:
+        with lab_manager(redis_url, exchange.port):
+            labs = [Lab(r, f"stop-{i}") for i in range(2)]
+            for lab in labs:
+                start_lab(r, lab.lab_id)
+            for lab in labs:
+                lab.wait_status("logged_on")
+        for lab in labs:
+            assert lab.find("client", "5") and lab.find("exchange", "5")
+            assert lab.state().status == "ended"  # type: ignore[union-attr]
