@@ -1,0 +1,158 @@
+"""docker-compose.yml run without Docker: every service's own command and environment, started in
+depends_on order, each waited for with its own compose healthcheck, against a real redis-server.
+
+Docker does not run here; this is what stays of `docker compose up` once the containers are taken
+away. It proves the compose file's commands, variables, healthchecks and start order work with the
+real services: the bots (on the gateway's loopback, as in compose) quote both books through the
+gateway and the matcher, and the page answers on its published port.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared import bus, streams
+from shared.redis_server import free_port
+from shared.schema import Depth, decode_batch
+from shared.streams import inspect
+from tests.helpers import eventually
+from tests.unit.test_deploy_compose import COMPOSE, load, service_env
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_order(services: dict[str, Any]) -> list[str]:
+    """Services in an order where each comes after everything it depends on."""
+    done: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"depends_on cycle: {' -> '.join((*path, name))}"
+        if name in done:
+            return
+        for dep in services[name].get("depends_on", {}):
+            visit(dep, (*path, name))
+        done.append(name)
+
+    for name in services:
+        visit(name, ())
+    return done
+
+
+def _argv(cmd: list[str]) -> list[str]:
+    assert cmd[0] == "python", cmd  # the image's python is this interpreter here
+    return [sys.executable, *cmd[1:]]
+
+
+class Stack:
+    def __init__(self, redis_url: str, run_dir: Path, env: dict[str, str]) -> None:
+        self.doc = load(COMPOSE, env=env)
+        self.lab = {n: s for n, s in self.doc["services"].items() if not s.get("profiles")}
+        self.redis_url = redis_url
+        self.run_dir = run_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def env_of(self, name: str) -> dict[str, str]:
+        env = {**os.environ, **service_env(self.lab[name])}
+        # What differs from the containers: the redis address and a writable run folder.
+        env["REDIS_URL"] = self.redis_url
+        env["FIXLAB_RUN_DIR"] = str(self.run_dir / name)
+        return env
+
+    def healthy(self, name: str) -> bool:
+        test = self.lab[name]["healthcheck"]["test"]
+        assert test[0] == "CMD", test
+        proc = self.procs[name]
+        assert proc.poll() is None, f"{name} exited with {proc.returncode}:\n{self.log(name)}"
+        return subprocess.run(_argv(test[1:]), env=self.env_of(name), cwd=self.run_dir,
+                              capture_output=True, timeout=30).returncode == 0
+
+    def log(self, name: str) -> str:
+        return (self.run_dir / f"{name}.log").read_text(errors="replace")[-4000:]
+
+    def up(self) -> None:
+        for name in start_order(self.lab):
+            if name == "redis":
+                continue  # the fixture's redis-server plays it
+            with (self.run_dir / f"{name}.log").open("wb") as log:
+                # cwd is not the repository: the code must run from its package, as in the image.
+                self.procs[name] = subprocess.Popen(
+                    _argv(self.lab[name]["command"]), env={**self.env_of(name), "PYTHONPATH": str(ROOT)},
+                    cwd=self.run_dir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            eventually(lambda name=name: self.healthy(name), timeout=60, interval=0.2,
+                       what=f"{name}'s compose healthcheck")
+
+    def down(self) -> list[str]:
+        """Stop in reverse order; return the services that did not stop on SIGTERM."""
+        stuck = []
+        for name in reversed(list(self.procs)):
+            proc = self.procs[name]
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                stuck.append(name)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        return stuck
+
+
+@pytest.fixture
+def stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
+    ports = {"FIXLAB_FIX_PORT": str(free_port()), "FIXLAB_WEB_PORT": str(free_port())}
+    s = Stack(redis_url, tmp_path, ports)
+    for name in s.lab:
+        (tmp_path / name).mkdir()
+    try:
+        s.up()
+        yield s
+    finally:
+        stuck = s.down()
+        assert not stuck, f"did not stop on SIGTERM: {stuck}"
+
+
+def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: str) -> None:
+    assert [n for n in stack.procs] == ["matcher", "gateway", "web", "bots"]
+    web_port = service_env(stack.lab["web"])["FIXLAB_WEB_PORT"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/", timeout=10) as page:
+        assert page.status == 200
+    r = bus.connect(redis_url)
+    try:
+        def both_books_quoted() -> bool:
+            rows: Any = r.xrange(streams.MARKET_STREAM)
+            symbols = {m.symbol for _, f in rows for m in decode_batch(f[streams.BATCH_FIELD])
+                       if isinstance(m, Depth) and m.bids and m.asks}
+            return symbols == {"ACORN.LAB", "BIRCH.LAB"}
+
+        eventually(both_books_quoted, timeout=60, interval=0.2, what="the bots' ladders in both books")
+        orders = {s["stream"]: s for s in inspect.list_streams(r)}[streams.orders_stream("0")]
+        assert [g["name"] for g in orders["groups"]] == [streams.MATCHER_GROUP]
+    finally:
+        r.close()
+    # Each healthcheck fails once its service is gone (it can fail, so passing meant something).
+    stack.down()
+    for name in ("matcher", "gateway", "bots"):
+        test = stack.lab[name]["healthcheck"]["test"]
+        done = subprocess.run(_argv(test[1:]), env=stack.env_of(name), capture_output=True, timeout=30)
+        assert done.returncode != 0, name
+
+
+def test_start_order_follows_depends_on() -> None:
+    services = {"web": {"depends_on": {"gateway": {}}}, "gateway": {"depends_on": {"redis": {}}},
+                "redis": {}, "bots": {"depends_on": {"gateway": {}}}}
+    order = start_order(services)
+    assert order.index("redis") < order.index("gateway") < order.index("web")
+    assert order.index("gateway") < order.index("bots")
+    with pytest.raises(AssertionError, match="cycle"):
+        start_order({"a": {"depends_on": {"b": {}}}, "b": {"depends_on": {"a": {}}}})
