@@ -108,7 +108,7 @@ class GatewayApp(fix.Application):
             comp = self.registry.comp_of(sid)
             self.registry.set_logged_on(comp, True)
             self.counters.logons += 1
-            log.info("logon", extra={"session": comp})
+            log.info("logon (engine thread %d)", threading.get_native_id(), extra={"session": comp})
             if self.on_logon is not None:
                 self.on_logon(comp)
         except Exception:

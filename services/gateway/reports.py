@@ -62,6 +62,7 @@ class ReportSender:
                     log.exception("cannot send %r", ev)
 
     def _run(self) -> None:
+        log.info("events thread started (tid %d)", threading.get_native_id())
         while not self._stop.is_set():
             try:
                 self.consumer.run(self.handle, self._stop)

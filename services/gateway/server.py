@@ -13,6 +13,7 @@ from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
 from services.gateway.intake import CommandQueue, Writer
 from services.gateway.reports import ReportSender
+from services.gateway.resp import RespConnection
 from services.gateway.sessions import load_sessions, settings_text
 from services.gateway.translate import Translator
 from shared.bus import connect
@@ -45,7 +46,7 @@ class Gateway:
         self.registry = SessionRegistry()
         self.counters = Counters()
         self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters)
-        self.writer = Writer(connect(common.redis_url), self.queue, common.instruments, common.stream_maxlen)
+        self.writer = Writer(RespConnection(common.redis_url), self.queue, common.instruments, common.stream_maxlen)
         self.reports = ReportSender(connect(common.redis_url), settings.gateway_id, self.translator,
                                     self.registry, self.counters, common.stream_maxlen)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,

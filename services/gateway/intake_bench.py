@@ -1,0 +1,220 @@
+"""Gateway intake benchmark (not a test): one FIX session floods NewOrderSingle into a real gateway.
+
+    python -m services.gateway.intake_bench --orders 1000000 --out intake.json
+
+Starts its own redis-server and ``python -m services.gateway`` (no matcher: intake only), logs on
+over a plain socket, then writes pre-encoded NewOrderSingle bytes as fast as the socket takes them,
+so the client is not the bottleneck. The rate is measured on the bus: from the first to the last
+stream entry holding the orders (Redis entry ids are millisecond timestamps of the XADD).
+The session is one of the user-file kind (``INTAKE``, CheckLatency=N) because the pre-encoded
+SendingTime (52) of the last orders can be older than QuickFIX's 120 s latency check on a slow run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from shared import streams
+from shared.redis_server import RedisServer, free_port
+from shared.schema import decode_batch
+
+SOH = b"\x01"
+COMP_ID = "INTAKE"
+
+
+def frame(fields: list[tuple[int, str]]) -> bytes:
+    body = b"".join(f"{t}={v}".encode() + SOH for t, v in fields)
+    head = b"8=FIX.4.4" + SOH + f"9={len(body)}".encode() + SOH
+    total = head + body
+    return total + f"10={sum(total) % 256:03d}".encode() + SOH
+
+
+def encode_orders(n: int, first_seq: int, sending_time: str) -> list[bytes]:
+    """``n`` NewOrderSingle, alternating buy and sell at one price (as the reference bench does)."""
+    out = []
+    for i in range(n):
+        out.append(frame([(35, "D"), (49, COMP_ID), (56, "FIXLAB"), (34, str(first_seq + i)),
+                          (52, sending_time), (11, f"i{i}"), (55, "ACORN.LAB"), (54, "1" if i % 2 == 0 else "2"),
+                          (60, sending_time), (38, "1"), (40, "2"), (44, "100.00")]))
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of ``pid`` (by thread id: the gateway logs which is which)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[task.name] = cpu_seconds_of(task / "stat")
+        except OSError:
+            continue
+    return out
+
+
+def cpu_seconds_of(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    except OSError:
+        mem_kb = 0
+    redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip()
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
+            "kernel": platform.release(), "python": platform.python_version(),
+            "quickfix": metadata.version("quickfix"), "redis_py": metadata.version("redis"),
+            "redis_server": redis_version}
+
+
+def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="fixlab-intake-") as tmp:
+        base = Path(tmp)
+        server = RedisServer(base / "redis").start()
+        port = free_port()
+        sessions = base / "intake.cfg"
+        sessions.write_text(f"[SESSION]\nTargetCompID={COMP_ID}\nResetOnLogon=Y\nCheckLatency=N\n")
+        env = {**os.environ, "REDIS_URL": server.url, "FIXLAB_FIX_PORT": str(port), "FIXLAB_LABS": "0",
+               "FIXLAB_GATEWAY_ID": "intake", "FIXLAB_RUN_DIR": str(base / "run"),
+               "FIXLAB_FIX_SESSIONS_FILE": str(sessions), "FIXLAB_GATEWAY_QUEUE": str(orders + 1000),
+               "FIXLAB_STREAM_MAXLEN": str(max(orders, 1000))}
+        log_path = base / "gateway.log"
+        with log_path.open("wb") as log:
+            gw = subprocess.Popen([sys.executable, "-m", "services.gateway"], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        spy: subprocess.Popen[bytes] | None = None
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                if gw.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"gateway did not start:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.05)
+            now = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
+            print(f"intake: encoding {orders:,} orders", file=sys.stderr)
+            payload = encode_orders(orders, 2, now)
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(frame([(35, "A"), (49, COMP_ID), (56, "FIXLAB"), (34, "1"), (52, now),
+                                (98, "0"), (108, "30"), (141, "Y")]))
+            reply = sock.recv(4096)
+            if b"35=A" not in reply:
+                raise RuntimeError(f"logon refused: {reply!r}")
+            if profile is not None:
+                spy = subprocess.Popen(["py-spy", "record", "--pid", str(gw.pid), "--output", str(profile),
+                                        "--format", "speedscope" if profile.suffix == ".json" else "raw", "--rate", "200", "--nonblocking"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.0)
+            cpu0 = cpu_seconds(gw.pid)
+            print("intake: flooding", file=sys.stderr)
+            t_send0 = time.time()
+            chunk = 2000
+            for i in range(0, orders, chunk):
+                sock.sendall(b"".join(payload[i:i + chunk]))
+            t_send1 = time.time()
+            r = redis.Redis.from_url(server.url)
+            key = streams.health_key("gateway", "intake")
+            stream = streams.orders_stream("0")
+            deadline = time.monotonic() + 600
+            published = 0
+            while published < orders:
+                if gw.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"gateway stopped or stalled at {published}:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.2)
+                raw = r.hget(key, "published")
+                published = int(raw) if raw else 0
+            cpu1 = cpu_seconds(gw.pid)
+            threads = {k: round(v, 2) for k, v in sorted(thread_cpu(gw.pid).items(), key=lambda kv: -kv[1])
+                       if v >= 0.05}
+            health = {k.decode(): v.decode() for k, v in r.hgetall(key).items()}  # type: ignore[union-attr]
+            first = r.xrange(stream, count=1)
+            last = r.xrevrange(stream, count=1)
+            entries = int(r.xlen(stream))  # type: ignore[arg-type]
+            first_id, first_fields = first[0]  # type: ignore[index]
+            last_id, last_fields = last[0]  # type: ignore[index]
+            first_ms = int(first_id.split(b"-")[0])
+            last_ms = int(last_id.split(b"-")[0])
+            first_batch = decode_batch(first_fields[streams.BATCH_FIELD])
+            last_batch = decode_batch(last_fields[streams.BATCH_FIELD])
+            sock.close()
+        finally:
+            gw.terminate()
+            try:
+                gw.wait(15)
+            except subprocess.TimeoutExpired:
+                gw.kill()
+                gw.wait()
+            if spy is not None:
+                spy.wait(30)
+            server.stop()
+    span_s = (last_ms - first_ms) / 1000
+    # Orders in the first entry were published at its time stamp: count the rest over the span.
+    rate = (orders - len(first_batch)) / span_s if span_s > 0 else float("inf")
+    result = {
+        "benchmark": "gateway intake: one FIX session floods NewOrderSingle; first to last order on the bus",
+        "command": "python -m services.gateway.intake_bench " + " ".join(sys.argv[1:]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "orders": orders,
+        "published": published,
+        "first_clordid": getattr(first_batch[0], "clordid", None),
+        "last_clordid": getattr(last_batch[-1], "clordid", None),
+        "stream_entries": entries,
+        "orders_per_entry": round(orders / entries, 1),
+        "bus_span_s": span_s,
+        "orders_per_s": round(rate),
+        "client_send_s": round(t_send1 - t_send0, 3),
+        "gateway_cpu_s": round(cpu1 - cpu0, 2),
+        "gateway_cpu_us_per_order": round((cpu1 - cpu0) / orders * 1e6, 1),
+        "gateway_health": health,
+        "gateway_thread_cpu_s": threads,
+        "target_orders_per_s": 50_000,
+        "anchor": "QuickFIX C++ 197,700 orders/s on a Xeon (seed 001)",
+        "profile": str(profile) if profile else None,
+    }
+    if out is not None:
+        out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--orders", type=int, default=1_000_000)
+    parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy speedscope profile of the gateway")
+    args = parser.parse_args(argv)
+    if args.orders < 1000:
+        parser.error("--orders must be at least 1000")
+    result = run(args.orders, args.out, args.profile)
+    print(json.dumps({k: result[k] for k in ("orders", "orders_per_s", "bus_span_s", "stream_entries",
+                                              "gateway_cpu_us_per_order")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
