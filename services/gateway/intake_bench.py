@@ -47,8 +47,9 @@ def encode_orders(n: int, first_seq: int, sending_time: str) -> list[bytes]:
     """``n`` NewOrderSingle, alternating buy and sell at one price (as the reference bench does)."""
     out = []
     for i in range(n):
+        side = "1" if i % 2 == 0 else "2"
         out.append(frame([(35, "D"), (49, COMP_ID), (56, "FIXLAB"), (34, str(first_seq + i)),
-                          (52, sending_time), (11, f"i{i}"), (55, "ACORN.LAB"), (54, "1" if i % 2 == 0 else "2"),
+                          (52, sending_time), (11, f"i{i}"), (55, "ACORN.LAB"), (54, side),
                           (60, sending_time), (38, "1"), (40, "2"), (44, "100.00")]))
     return out
 
@@ -84,7 +85,8 @@ def machine() -> dict[str, Any]:
         mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
     except OSError:
         mem_kb = 0
-    redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
+    redis_version = version.stdout.strip()
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
             "kernel": platform.release(), "python": platform.python_version(),
             "quickfix": metadata.version("quickfix"), "redis_py": metadata.version("redis"),
@@ -126,8 +128,9 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
             if b"35=A" not in reply:
                 raise RuntimeError(f"logon refused: {reply!r}")
             if profile is not None:
+                fmt = "speedscope" if profile.suffix == ".json" else "raw"
                 spy = subprocess.Popen(["py-spy", "record", "--pid", str(gw.pid), "--output", str(profile),
-                                        "--format", "speedscope" if profile.suffix == ".json" else "raw", "--rate", "200", "--nonblocking"],
+                                        "--format", fmt, "--rate", "200", "--nonblocking"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1.0)
             cpu0 = cpu_seconds(gw.pid)
@@ -144,19 +147,21 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
             published = 0
             while published < orders:
                 if gw.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gateway stopped or stalled at {published}:\n{log_path.read_text()[-3000:]}")
+                    tail = log_path.read_text()[-3000:]
+                    raise RuntimeError(f"gateway stopped or stalled at {published}:\n{tail}")
                 time.sleep(0.2)
                 raw = r.hget(key, "published")
                 published = int(raw) if raw else 0
             cpu1 = cpu_seconds(gw.pid)
             threads = {k: round(v, 2) for k, v in sorted(thread_cpu(gw.pid).items(), key=lambda kv: -kv[1])
                        if v >= 0.05}
-            health = {k.decode(): v.decode() for k, v in r.hgetall(key).items()}  # type: ignore[union-attr]
-            first = r.xrange(stream, count=1)
-            last = r.xrevrange(stream, count=1)
-            entries = int(r.xlen(stream))  # type: ignore[arg-type]
-            first_id, first_fields = first[0]  # type: ignore[index]
-            last_id, last_fields = last[0]  # type: ignore[index]
+            health_raw: Any = r.hgetall(key)
+            health = {k.decode(): v.decode() for k, v in health_raw.items()}
+            first: Any = r.xrange(stream, count=1)
+            last: Any = r.xrevrange(stream, count=1)
+            entries: int = r.xlen(stream)
+            first_id, first_fields = first[0]
+            last_id, last_fields = last[0]
             first_ms = int(first_id.split(b"-")[0])
             last_ms = int(last_id.split(b"-")[0])
             first_batch = decode_batch(first_fields[streams.BATCH_FIELD])
