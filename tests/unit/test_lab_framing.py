@@ -16,7 +16,8 @@ def fix(body: bytes, begin: bytes = b"FIX.4.4") -> bytes:
     return total + b"10=%03d" % (sum(total) % 256) + SOH
 
 
-LOGON = fix(b"35=A\x0134=1\x0149=LAB001\x0152=20260101-00:00:00.000\x0156=FIXLAB\x0198=0\x01108=6\x01141=Y\x01")
+LOGON = fix(b"35=A\x0134=1\x0149=LAB001\x0152=20260101-00:00:00.000\x0156=FIXLAB"
+            b"\x0198=0\x01108=6\x01141=Y\x01")
 HEARTBEAT = fix(b"35=0\x0134=2\x0149=LAB001\x0152=20260101-00:00:06.000\x0156=FIXLAB\x01")
 
 

@@ -225,6 +225,7 @@ class LabSession(fix.Application):
     def onLogon(self, sid: fix.SessionID) -> None:
         try:
             self.status = LOGGED_ON
+            self.text = ""  # a reconnect after a failed attempt: the old reason no longer holds
         except Exception:
             log.exception("lab %s: onLogon failed", self.lab_id)
 
@@ -261,7 +262,5 @@ class LabSession(fix.Application):
 
     def on_tap_closed(self, reason: str) -> None:
         """The tap's connection ended (the exchange gave up, or the engine disconnected)."""
-        if self.status == CONNECTING and not self.logging_out:
-            return  # the engine retries; the logon timeout ends a session that never logs on
-        if not self.text:
-            self.text = reason
+        if not self.text and not self.logging_out:
+            self.text = reason if self.status != CONNECTING else f"could not log on: {reason}"

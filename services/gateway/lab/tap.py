@@ -115,19 +115,20 @@ class Tap:
             c_writer.close()
             return
         self._busy = True
-        reason = "closed"
         try:
             try:
                 x_reader, x_writer = await asyncio.open_connection(self.exchange_host, self.exchange_port)
             except OSError as exc:
-                reason = f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable ({exc})"
+                self._closed(f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable "
+                             f"({exc.strerror or exc})")
                 c_writer.close()
                 return
             self._writers = [c_writer, x_writer]
             pumps = [asyncio.ensure_future(self._pump(c_reader, x_writer, CLIENT)),
                      asyncio.ensure_future(self._pump(x_reader, c_writer, EXCHANGE))]
             done, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            reason = next(iter(done)).result()
+            # Say why before the engine sees its connection close.
+            self._closed(next(iter(done)).result())
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -136,10 +137,12 @@ class Tap:
         finally:
             self._writers = []
             self._busy = False
-            try:
-                self.on_closed(reason)
-            except Exception:  # a callback must not kill the loop every tap shares
-                log.exception("tap on_closed callback failed")
+
+    def _closed(self, reason: str) -> None:
+        try:
+            self.on_closed(reason)
+        except Exception:  # a callback must not kill the loop every tap shares
+            log.exception("tap on_closed callback failed")
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, source: str) -> str:
         buf = b""
