@@ -118,16 +118,26 @@ class MatcherService:
                  time.monotonic() - started)
 
     def _check_not_trimmed(self, covered: str, applied: str) -> None:
+        """Refuse to start when acknowledged entries after the snapshot are gone from the stream.
+
+        The matcher itself only trims below its snapshot's entry, so that entry is still there; if
+        the stream now starts after it, someone else trimmed past it. Without a snapshot nothing
+        may have been removed at all.
+        """
         if not id_after(applied, covered):
             return
         info: Any = self.r.xinfo_stream(self.stream)
-        deleted = info.get("max-deleted-entry-id", b"0-0")
-        deleted = deleted.decode() if isinstance(deleted, bytes) else str(deleted)
-        if id_after(deleted, covered):
+        first = info.get("first-entry")
+        first_id = first[0].decode() if first else None
+        if covered == "0-0":
+            lost = int(info.get("entries-added", 0)) > int(info.get("length", 0))
+        else:
+            lost = first_id is None or id_after(first_id, covered)
+        if lost:
             raise RecoveryError(
-                f"{self.stream} was trimmed up to {deleted}, past the snapshot at {covered}: acknowledged "
-                f"commands are gone and the books cannot be rebuilt exactly (raise FIXLAB_STREAM_MAXLEN or "
-                f"snapshot more often with FIXLAB_MATCHER_SNAPSHOT_EVERY)")
+                f"{self.stream} was trimmed past the snapshot at {covered} (it now starts at {first_id}): "
+                f"acknowledged commands are gone and the books cannot be rebuilt exactly (raise "
+                f"FIXLAB_STREAM_MAXLEN or snapshot more often with FIXLAB_MATCHER_SNAPSHOT_EVERY)")
 
     @staticmethod
     def _decode_quietly(fields_: dict[bytes, bytes] | None) -> list[Message]:

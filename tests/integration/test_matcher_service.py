@@ -1,0 +1,303 @@
+"""The matcher service against a real redis-server: orders in, events out, snapshots, kill -9.
+
+Every test compares what the service published with an in-process run of the same commands through
+the engine: order events and trades must be exactly the same (no loss, no duplicate); Depth is
+conflated per batch, so only the last one per book is compared.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from services.matcher.config import MatcherSettings, load
+from services.matcher.engine import Engine, Limits
+from services.matcher.service import MatcherService, RecoveryError
+from shared import bus, streams
+from shared.schema import Depth, Message, NewOrder, Trade, decode, decode_batch
+from tests.helpers import eventually
+from tests.unit.test_matcher_engine import Client, random_commands
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDERS = streams.orders_stream("0")
+
+
+def env_for(url: str, **extra: str) -> dict[str, str]:
+    return {"REDIS_URL": url, "FIXLAB_PRO_RATA": "BIRCH.LAB", "FIXLAB_MATCHER_BLOCK_MS": "50",
+            "FIXLAB_MATCHER_HEALTH_SECONDS": "0.2", **extra}
+
+
+def settings_for(url: str, **extra: str) -> MatcherSettings:
+    return load(env_for(url, **extra))
+
+
+def write(r: redis.Redis, cmds: list[Message], per_entry: int = 20) -> list[bytes]:
+    pipe = r.pipeline(transaction=False)
+    for i in range(0, len(cmds), per_entry):
+        bus.publish(pipe, ORDERS, cmds[i:i + per_entry], 1_000_000)
+    return list(pipe.execute())
+
+
+def read_all(r: redis.Redis, stream: str) -> list[Message]:
+    rows: Any = r.xrange(stream)
+    return [m for _, fields_ in rows for m in decode_batch(fields_[streams.BATCH_FIELD])]
+
+
+def expected(settings: MatcherSettings, cmds: list[Message]) -> tuple[dict[str, list[Message]], Engine]:
+    engine = Engine(settings.instruments, limits=Limits(), id_prefix="0-")
+    out: dict[str, list[Message]] = {}
+    result = engine.apply_batch(cmds)
+    for (dest, _), msg in zip(result.events, result.messages(), strict=True):
+        out.setdefault(streams.MARKET_STREAM if dest is None else streams.events_stream(dest), []).append(msg)
+    return out, engine
+
+
+def assert_same_as_in_process(r: redis.Redis, settings: MatcherSettings, cmds: list[Message]) -> None:
+    want, engine = expected(settings, cmds)
+    for stream, msgs in want.items():
+        got = read_all(r, stream)
+        if stream == streams.MARKET_STREAM:
+            assert [m for m in got if isinstance(m, Trade)] == [m for m in msgs if isinstance(m, Trade)]
+            last_depth = {m.symbol: m for m in got if isinstance(m, Depth)}
+            for symbol, depth in last_depth.items():
+                assert (depth.bids, depth.asks) == engine.books[symbol].depth(10)
+        else:
+            assert len(got) == len(msgs), stream
+            assert got == msgs, stream
+
+
+def applied(r: redis.Redis) -> str:
+    raw: Any = r.get(streams.applied_key(ORDERS, streams.MATCHER_GROUP))
+    return raw.decode() if raw else "0-0"
+
+
+class Running:
+    """A MatcherService on a thread of this test."""
+
+    def __init__(self, settings: MatcherSettings) -> None:
+        self.service = MatcherService(settings)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.service.run(self.stop)
+        except BaseException as exc:  # surfaced by close()
+            self.error = exc
+
+    def __enter__(self) -> MatcherService:
+        self.thread.start()
+        return self.service
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+        if self.error is not None:
+            raise self.error
+
+
+def test_orders_in_events_out(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url)
+    cmds = random_commands(11, 1500)
+    ids = write(r, cmds)
+    with Running(settings) as service:
+        eventually(lambda: applied(r) == ids[-1].decode(), timeout=30, what="all entries applied")
+
+        def reported() -> dict[bytes, bytes]:
+            health: Any = r.hgetall(streams.health_key("matcher", "0"))
+            return health if health and int(health[b"commands"]) == len(cmds) else {}
+
+        health = eventually(reported, what="health report of every command")
+        assert int(health[b"resting_orders"]) == service.engine.resting_orders > 0
+        assert health[b"pending"] == b"0"
+    assert_same_as_in_process(r, settings, cmds)
+    assert r.xpending(ORDERS, streams.MATCHER_GROUP)["pending"] == 0
+    # One entry per destination per batch: far fewer entries than events.
+    assert r.xlen(streams.events_stream("gw0")) < len(read_all(r, streams.events_stream("gw0"))) / 5
+
+
+def test_bad_entries_and_malformed_commands_go_to_dead_letters(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url)
+    a = Client("A", "gw0")
+    good = [a.new(1, 9990, 1), a.new(2, 10010, 1)]
+    r.xadd(ORDERS, {streams.BATCH_FIELD: b"\xc1 not msgpack"})
+    ids = write(r, [good[0], NewOrder("A", "x", "ACORN.LAB", 1, "99.9", 1, 0, "gw0", 9, 9),  # type: ignore[arg-type]
+                    Trade("ACORN.LAB", 1, 1, "M", 1, 1)], per_entry=3)
+    ids += write(r, [good[1]])
+    with Running(settings):
+        eventually(lambda: applied(r) == ids[-1].decode(), what="entries applied")
+    assert_same_as_in_process(r, settings, good)
+    dead: Any = r.xrange(streams.DEADLETTER_STREAM)
+    reasons = sorted(fields_[b"reason"].decode() for _, fields_ in dead)
+    assert len(reasons) == 3
+    assert "NewOrder.price='99.9' is not an integer" in reasons
+    assert "Trade is not a matcher command" in reasons
+
+
+def test_clean_restart_continues_from_the_final_snapshot(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url, FIXLAB_MATCHER_SNAPSHOT_EVERY="200", FIXLAB_MATCHER_BATCH="3")
+    cmds = random_commands(12, 3000)
+    ids = write(r, cmds[:1800])
+    with Running(settings):
+        eventually(lambda: applied(r) == ids[-1].decode(), timeout=30, what="first part applied")
+    snap = decode(r.get(streams.snapshot_key("0")))  # type: ignore[arg-type]
+    assert snap.last_id == ids[-1].decode()  # type: ignore[attr-defined]  # the clean stop stored one
+    assert r.xlen(ORDERS) < len(ids)  # trimmed below the snapshot
+    ids += write(r, cmds[1800:])
+    with Running(settings) as service:
+        eventually(lambda: applied(r) == ids[-1].decode(), timeout=30, what="second part applied")
+    assert service.replayed == 0
+    assert_same_as_in_process(r, settings, cmds)
+
+
+def run_without_final_snapshot(settings: MatcherSettings, last_id: bytes) -> MatcherService:
+    """Consume up to ``last_id`` and stop without the clean-stop snapshot (as a crash would)."""
+    service = MatcherService(settings)
+    service.recover()
+    stop = threading.Event()
+
+    def handle(batch: list[bus.Entry]) -> bus.Effects:
+        if batch[-1][0] == last_id:
+            stop.set()
+        return service.handle(batch)
+
+    service.consumer.run(handle, stop)
+    return service
+
+
+def test_replay_rebuilds_the_same_state(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url, FIXLAB_MATCHER_SNAPSHOT_EVERY="700", FIXLAB_MATCHER_BATCH="2",
+                            FIXLAB_MATCHER_SNAPSHOT_SECONDS="1000")
+    ids = write(r, random_commands(15, 2000), per_entry=10)
+    first = run_without_final_snapshot(settings, ids[-1])
+    snap = decode(r.get(streams.snapshot_key("0")))  # type: ignore[arg-type]
+    assert snap.last_id != ids[-1].decode()  # type: ignore[attr-defined]  # entries after it to replay
+    again = MatcherService(settings)
+    again.recover()
+    assert again.replayed > 0
+    assert again.engine.snapshot("0", "x", 0) == first.engine.snapshot("0", "x", 0)
+
+
+def test_recovery_refuses_a_stream_trimmed_past_the_snapshot(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url, FIXLAB_MATCHER_SNAPSHOT_EVERY="1000000",
+                            FIXLAB_MATCHER_SNAPSHOT_SECONDS="1000")
+    ids = write(r, random_commands(13, 400))
+    run_without_final_snapshot(settings, ids[-1])
+    r.xtrim(ORDERS, minid=ids[5], approximate=False)  # someone else trimmed acknowledged entries
+    with pytest.raises(RecoveryError, match="trimmed"):
+        MatcherService(settings).recover()
+
+
+# --------------------------------------------------------------------------- kill -9
+
+class MatcherProcess:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.matcher"], cwd=ROOT, env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def kill(self) -> None:
+        assert self.proc is not None and self.proc.poll() is None, "the matcher died by itself"
+        self.proc.kill()
+        self.proc.wait(10)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(15)
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read().decode()
+        self.proc.stderr.close()
+        return code
+
+    def cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc is not None and self.proc.stderr is not None and not self.proc.stderr.closed:
+            self.proc.stderr.close()
+
+
+@pytest.fixture
+def matcher_process(redis_url: str) -> Iterator[MatcherProcess]:
+    proc = MatcherProcess(env_for(redis_url, FIXLAB_MATCHER_SNAPSHOT_EVERY="250", FIXLAB_MATCHER_BATCH="4"))
+    try:
+        yield proc
+    finally:
+        proc.cleanup()
+
+
+def test_kill_9_mid_stream_loses_and_duplicates_nothing(redis_url: str,
+                                                        matcher_process: MatcherProcess) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url)
+    cmds = random_commands(14, 6000)
+    # A producer that retried its write: some entries appear twice in the stream.
+    entries = [cmds[i:i + 20] for i in range(0, len(cmds), 20)]
+    entries = [e for k, e in enumerate(entries) for _ in range(2 if k % 17 == 3 else 1)]
+    writes: list[bytes] = []
+    pipe = r.pipeline(transaction=False)
+    for e in entries[:150]:
+        bus.publish(pipe, ORDERS, e, 1_000_000)
+    writes += pipe.execute()
+
+    def entries_applied() -> int:
+        done = applied(r).encode()
+        return writes.index(done) + 1 if done in writes else 0
+
+    replayed = []
+
+    def start() -> None:
+        matcher_process.start()
+        pid = str(matcher_process.proc.pid).encode()  # type: ignore[union-attr]
+
+        def health() -> dict[bytes, bytes]:
+            h: Any = r.hgetall(streams.health_key("matcher", "0"))
+            return h if h.get(b"pid") == pid else {}
+
+        replayed.append(int(eventually(health, timeout=30, what="the new matcher reporting")[b"replayed"]))
+
+    start()
+    for k, threshold in enumerate((20, 60, 110)):
+        # Kill as soon as the matcher has got past an entry: it is mid-batch or mid-commit.
+        eventually(lambda t=threshold: entries_applied() >= t, timeout=60,  # type: ignore[misc]
+                   what=f"matcher past entry {threshold}")
+        matcher_process.kill()
+        if k == 1:  # more commands arrive while it is down
+            pipe = r.pipeline(transaction=False)
+            for e in entries[150:]:
+                bus.publish(pipe, ORDERS, e, 1_000_000)
+            writes += pipe.execute()
+        start()
+    eventually(lambda: applied(r) == writes[-1].decode(), timeout=60, what="every entry applied")
+    assert matcher_process.stop() == 0, matcher_process.stderr
+    assert sum(replayed) > 0  # at least one restart rebuilt from a snapshot plus acknowledged entries
+    all_cmds: list[Message] = [m for e in entries for m in e]
+    assert_same_as_in_process(r, settings, all_cmds)
+    assert r.xlen(ORDERS) < len(writes)  # snapshots trimmed the stream
+    events = [m for gw in ("gw0", "gw1") for m in read_all(r, streams.events_stream(gw))]
+    exec_ids = [m.exec_id for m in events if hasattr(m, "exec_id")]
+    assert len(exec_ids) == len(set(exec_ids)) > 5000
