@@ -83,3 +83,12 @@ LAB_COMPID_CURSOR_KEY = f"{PREFIX}:{{lab-compids}}:cursor"
 def lab_compid_key(comp_id: str) -> str:
     """Who holds a lab CompID now ("gateway_id:lab_id"), with a TTL its gateway keeps renewing."""
     return f"{PREFIX}:{{lab-compids}}:{comp_id}"
+
+
+def shard_events_stream(shard: str, gateway_id: str) -> str:
+    """Events of one matcher shard for one gateway, in the shard's hash slot.
+
+    The Redis Cluster layout of deploy/SCALING.md (not used by the services yet): the matcher's
+    publish-and-acknowledge MULTI then touches one slot only.
+    """
+    return f"{PREFIX}:{{shard-{shard}}}:events:{gateway_id}"
