@@ -207,5 +207,14 @@ class BenchClient:
             progress(sum(w.answered for w in windows))
         return PhaseOutcome(windows, start, end, stalled)
 
-    def stop(self) -> None:
-        self.initiator.stop()
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Log every session out, then stop the engine."""
+        # Initiator.stop() alone polls once a second for the logouts: ask for them ourselves and
+        # wait on the Logout callbacks instead.
+        for driver in self.drivers.values():
+            if driver.session is not None and driver.logged_on.is_set():
+                driver.session.logout("bench done")
+        deadline = time.monotonic() + timeout_s
+        while any(d.logged_on.is_set() for d in self.drivers.values()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.initiator.stop(True)
