@@ -26,7 +26,13 @@ SHARD_ENV = "FIXLAB_MATCHER_SHARD"
 
 
 def _present(module: str) -> bool:
+    """``python -m module`` can run: a module, or a package with a ``__main__``."""
     try:
+        spec = importlib.util.find_spec(module)
+        if spec is None:
+            return False
+        if spec.submodule_search_locations is None:
+            return True
         return importlib.util.find_spec(f"{module}.__main__") is not None
     except ModuleNotFoundError:  # a parent package is missing too
         return False
