@@ -47,6 +47,7 @@ ResetOnLogon=Y
 ResetOnLogout=Y
 ResetOnDisconnect=Y
 UseDataDictionary=Y
+AllowUnknownMsgFields={'N' if settings.strict_fields else 'Y'}
 DataDictionary={settings.data_dictionary}
 SocketConnectHost=127.0.0.1
 SocketConnectPort={port}
