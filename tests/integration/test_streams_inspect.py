@@ -66,6 +66,8 @@ def test_list_shows_every_stream_with_groups_consumers_and_pending(
     assert set(rows) == {ORDERS, EVENTS}
     orders = rows[ORDERS]
     assert orders["length"] == 3
+    assert orders["entries_added"] == 3
+    assert orders == inspect.stream_info(r, ORDERS) | {"groups": orders["groups"]}
     assert orders["first_id"] == busy_bus["orders"][0].decode()
     assert orders["last_id"] == busy_bus["orders"][2].decode()
     (group,) = orders["groups"]
