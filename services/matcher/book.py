@@ -20,6 +20,8 @@ from shared.config import Instrument
 from shared.schema import BUY, SELL
 
 Fill = tuple["Order", int, int]  # (resting order, quantity, price)
+NO_BID = -(1 << 62)  # bid_top of an empty side: every price is above it
+NO_ASK = 1 << 62
 DepthSide = tuple[tuple[int, int, int], ...]  # ((price, quantity, orders), ...) best first
 
 
@@ -66,8 +68,8 @@ class Level:
 class Book:
     """Bids and asks of one instrument."""
 
-    __slots__ = ("ask_prices", "asks", "bid_prices", "bids", "instrument", "pro_rata", "resting",
-                 "symbol")
+    __slots__ = ("ask_prices", "ask_top", "asks", "bid_prices", "bid_top", "bids", "instrument", "pro_rata",
+                 "resting", "symbol")
 
     def __init__(self, instrument: Instrument) -> None:
         self.instrument = instrument
@@ -78,6 +80,9 @@ class Book:
         self.asks: dict[int, Level] = {}
         self.bid_prices: SortedList = SortedList()
         self.ask_prices: SortedList = SortedList()
+        # The best prices, kept up to date: the hot path asks "does it cross?" for every order.
+        self.bid_top = NO_BID
+        self.ask_top = NO_ASK
         self.resting = 0
 
     # ------------------------------------------------------------------ queries
@@ -90,9 +95,7 @@ class Book:
 
     def crosses(self, side: int, price: int) -> bool:
         """Would an order of ``side`` at ``price`` trade now?"""
-        if side == BUY:
-            return bool(self.ask_prices) and self.ask_prices[0] <= price
-        return bool(self.bid_prices) and self.bid_prices[-1] >= price
+        return price >= self.ask_top if side == BUY else price <= self.bid_top
 
     def levels(self, side: int) -> Iterator[Level]:
         """The levels of one side, best price first."""
@@ -131,11 +134,15 @@ class Book:
             if level is None:
                 level = self.bids[price] = Level(price)
                 self.bid_prices.add(price)
+                if price > self.bid_top:
+                    self.bid_top = price
         else:
             level = self.asks.get(price)
             if level is None:
                 level = self.asks[price] = Level(price)
                 self.ask_prices.add(price)
+                if price < self.ask_top:
+                    self.ask_top = price
         level.orders.append(order)
         level.qty += order.leaves
         self.resting += 1
@@ -153,6 +160,10 @@ class Book:
         if not level.orders:
             del levels[order.price]
             prices.remove(order.price)
+            if order.side == BUY:
+                self.bid_top = prices[-1] if prices else NO_BID
+            else:
+                self.ask_top = prices[0] if prices else NO_ASK
 
     def reduce(self, order: Order, leaves: int) -> None:
         """Lower a resting order's leaves in place: it keeps its time priority."""
@@ -167,30 +178,31 @@ class Book:
         book. The incoming order is the caller's to update (sum of the fills' quantities).
         """
         fills: list[Fill] = []
+        take = self._take_prorata if self.pro_rata else self._take_fifo
         if side == BUY:
             prices, levels = self.ask_prices, self.asks
-            while qty and prices:
-                px = prices[0]
-                if px > limit:
+            while qty:
+                px = self.ask_top
+                if px > limit:  # also when the side is empty (NO_ASK)
                     break
                 level = levels[px]
-                qty = self._take_prorata(level, qty, fills) if self.pro_rata else \
-                    self._take_fifo(level, qty, fills)
+                qty = take(level, qty, fills)
                 if not level.orders:
                     del levels[px]
                     prices.pop(0)
+                    self.ask_top = prices[0] if prices else NO_ASK
         else:
             prices, levels = self.bid_prices, self.bids
-            while qty and prices:
-                px = prices[-1]
+            while qty:
+                px = self.bid_top
                 if px < limit:
                     break
                 level = levels[px]
-                qty = self._take_prorata(level, qty, fills) if self.pro_rata else \
-                    self._take_fifo(level, qty, fills)
+                qty = take(level, qty, fills)
                 if not level.orders:
                     del levels[px]
                     prices.pop()
+                    self.bid_top = prices[-1] if prices else NO_BID
         return fills
 
     def _take_fifo(self, level: Level, qty: int, fills: list[Fill]) -> int:

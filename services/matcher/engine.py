@@ -14,7 +14,7 @@ about 3 us per frozen event on this kind of machine.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ from shared.schema import (
     SessionEnded,
     Trade,
     from_wire,
+    message_types,
 )
 
 # OrdStatus (39) values the engine reports.
@@ -96,7 +97,7 @@ class BatchResult:
     """What one batch of commands produced."""
 
     events: list[Out] = field(default_factory=list)
-    malformed: list[tuple[Message, str]] = field(default_factory=list)
+    malformed: list[tuple[Any, str]] = field(default_factory=list)  # (command as given, why)
     redelivered: int = 0
 
     def messages(self) -> list[Message]:
@@ -116,24 +117,33 @@ class SessionState:
         self.closed: dict[str, int] = {}  # ClOrdID of an order version no longer open -> OrdStatus
 
 
-def _well_formed(cmd: Any, ints: Sequence[str], strs: Sequence[str]) -> str | None:
-    for name in ints:
-        if type(getattr(cmd, name)) is not int:
-            return f"{type(cmd).__name__}.{name}={getattr(cmd, name)!r:.40} is not an integer"
-    for name in strs:
-        value = getattr(cmd, name)
-        if type(value) is not str or not value:
-            return f"{type(cmd).__name__}.{name}={value!r:.40} is not a non-empty string"
-    return None
+# Commands travel in wire form: (code, field1, ...) in the schema's declaration order.
+_NEW, _CANCEL, _REPLACE, _END = NewOrder.CODE, CancelOrder.CODE, ReplaceOrder.CODE, SessionEnded.CODE
+_COMMANDS: dict[int, type[Message]] = {c.CODE: c for c in (NewOrder, CancelOrder, ReplaceOrder, SessionEnded)}
+_NAMES = {c.CODE: c.__name__ for c in message_types()}
+_STRINGS = frozenset(("session", "clordid", "orig_clordid", "symbol", "reply_to"))
 
 
-_NEW_INTS = ("side", "price", "qty", "tif", "seq", "ts")
-_NEW_STRS = ("session", "clordid", "symbol", "reply_to")
-_CXL_INTS = ("side", "seq", "ts")
-_CXL_STRS = ("session", "clordid", "orig_clordid", "symbol", "reply_to")
-_RPL_INTS = ("side", "price", "qty", "seq", "ts")
-_END_INTS = ("ts",)
-_END_STRS = ("session", "reply_to")
+def _problem(w: Wire) -> str:
+    """Why a wire-form command is malformed (only called once the fast checks failed)."""
+    cls = _COMMANDS[w[0]]
+    names = cls._FIELDS
+    if len(w) != len(names) + 1:
+        return f"{cls.__name__} has {len(w) - 1} fields instead of {len(names)}"
+    for name, value in zip(names, w[1:], strict=True):
+        if name in _STRINGS:
+            if type(value) is not str or not value:
+                return f"{cls.__name__}.{name}={value!r:.40} is not a non-empty string"
+        elif type(value) is not int:
+            return f"{cls.__name__}.{name}={value!r:.40} is not an integer"
+    return f"{cls.__name__} is malformed"
+
+
+def as_wire(cmd: Message | Wire) -> Wire:
+    """A command in wire form (messages are converted; tuples are taken as they are)."""
+    if type(cmd) is tuple:
+        return cmd
+    return (cmd.CODE, *(getattr(cmd, name) for name in cmd._FIELDS))  # type: ignore[union-attr]
 
 
 class Engine:
@@ -155,31 +165,37 @@ class Engine:
 
     # ------------------------------------------------------------------ entry points
 
-    def apply(self, cmd: Message) -> list[Message]:
+    def apply(self, cmd: Message | Wire) -> list[Message]:
         """Apply one command; return its events as messages (a convenience for tests and tools)."""
         result = self.apply_batch((cmd,))
         if result.malformed:
             raise MalformedCommand(result.malformed[0][1])
         return result.messages()
 
-    def apply_batch(self, cmds: Iterable[Message]) -> BatchResult:
-        """Apply commands in order. Depth is conflated: one per changed book, after the batch."""
+    def apply_batch(self, cmds: Iterable[Message | Wire]) -> BatchResult:
+        """Apply commands (messages or wire-form tuples) in order.
+
+        Depth is conflated: one per changed book, after the batch. A malformed command is left
+        out and reported in ``malformed``; the others are applied.
+        """
         result = BatchResult()
         self._out = out = result.events
         new, cancel, replace, end = self._new, self._cancel, self._replace, self._end
         for cmd in cmds:
-            kind = type(cmd)
+            w = cmd if type(cmd) is tuple else as_wire(cmd)
+            code = w[0]
             try:
-                if kind is NewOrder:
-                    redelivered = new(cmd)  # type: ignore[arg-type]
-                elif kind is CancelOrder:
-                    redelivered = cancel(cmd)  # type: ignore[arg-type]
-                elif kind is ReplaceOrder:
-                    redelivered = replace(cmd)  # type: ignore[arg-type]
-                elif kind is SessionEnded:
-                    redelivered = end(cmd)  # type: ignore[arg-type]
+                if code == _NEW:
+                    redelivered = new(w)
+                elif code == _CANCEL:
+                    redelivered = cancel(w)
+                elif code == _REPLACE:
+                    redelivered = replace(w)
+                elif code == _END:
+                    redelivered = end(w)
                 else:
-                    raise MalformedCommand(f"{kind.__name__} is not a matcher command")
+                    name = _NAMES.get(code, f"type code {code!r:.20}")
+                    raise MalformedCommand(f"{name} is not a matcher command")
             except MalformedCommand as exc:
                 result.malformed.append((cmd, str(exc)))
                 continue
@@ -217,49 +233,48 @@ class Engine:
         self.next_exec = n + 1
         return f"{self.id_prefix}E{n}"
 
-    def _new(self, c: NewOrder) -> bool:
-        session, clordid, symbol = c.session, c.clordid, c.symbol
-        side, price, qty, tif = c.side, c.price, c.qty, c.tif
+    def _new(self, w: Wire) -> bool:
+        if len(w) != 11:
+            raise MalformedCommand(_problem(w))
+        _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts = w
         if not (type(side) is int and type(price) is int and type(qty) is int and type(tif) is int
-                and type(session) is str and type(clordid) is str and type(symbol) is str
-                and type(c.reply_to) is str and type(c.seq) is int and type(c.ts) is int
-                and session and clordid and c.reply_to):
-            raise MalformedCommand(_well_formed(c, _NEW_INTS, _NEW_STRS) or "malformed NewOrder")
+                and type(seq) is int and type(ts) is int and type(session) is str and type(clordid) is str
+                and type(symbol) is str and type(reply_to) is str and session and clordid and reply_to):
+            raise MalformedCommand(_problem(w))
         state = self.sessions.get(session)
         if state is None:
             state = self.sessions[session] = SessionState(session)
         seen = state.seen
         prior = seen.get(clordid)
         if prior is not None:
-            if prior == c.seq:
+            if prior == seq:
                 return True  # the same command delivered twice (a producer retried its write)
-            self._reject(c, REJ_DUPLICATE_ORDER, f"duplicate ClOrdID {clordid} in this session")
+            self._reject(w, REJ_DUPLICATE_ORDER, f"duplicate ClOrdID {clordid} in this session")
             return False
-        seen[clordid] = c.seq
+        seen[clordid] = seq
         book = self.books.get(symbol)
-        limits = self.limits
         if book is None:
-            self._reject(c, REJ_UNKNOWN_SYMBOL, f"unknown symbol {symbol}")
+            self._reject(w, REJ_UNKNOWN_SYMBOL, f"unknown symbol {symbol}")
             state.closed[clordid] = ST_REJECTED
             return False
         lo, hi = self._bands[symbol]
+        limits = self.limits
         if not (lo <= price <= hi and limits.min_qty <= qty <= limits.max_qty
                 and side in _SIDES and tif in _TIFS
                 and len(state.live) < limits.max_open_per_session):
             code, text = self._why_not(book, state, side, price, qty, tif)
-            self._reject(c, code, text)
+            self._reject(w, code, text)
             state.closed[clordid] = ST_REJECTED
             return False
         n = self.next_order
         self.next_order = n + 1
         order_id = f"{self.id_prefix}{n}"
-        order = Order(order_id, session, clordid, symbol, side, price, qty, tif, c.reply_to, state)
-        ts = c.ts
+        order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state)
         n = self.next_exec
         self.next_exec = n + 1
-        self._out.append((c.reply_to, (_ACCEPTED, session, clordid, order_id, symbol, side, price, qty,
-                                       tif, f"{self.id_prefix}E{n}", ts)))
-        if book.crosses(side, price):
+        self._out.append((reply_to, (_ACCEPTED, session, clordid, order_id, symbol, side, price, qty, tif,
+                                     f"{self.id_prefix}E{n}", ts)))
+        if (price >= book.ask_top) if side == BUY else (price <= book.bid_top):
             self._fill(order, book.match(side, price, qty), ts)
         if order.leaves:
             book.add(order)
@@ -289,9 +304,10 @@ class Engine:
                 f"this session already has {len(state.live)} open orders, the limit is "
                 f"{limits.max_open_per_session}")
 
-    def _reject(self, c: NewOrder, code: int, text: str) -> None:
-        self._out.append((c.reply_to, (_REJECTED, c.session, c.clordid, c.symbol, c.side, c.price,
-                                       c.qty, code, text, self._exec_id(), c.ts)))
+    def _reject(self, w: Wire, code: int, text: str) -> None:
+        _, session, clordid, symbol, side, price, qty, _, reply_to, _, ts = w
+        self._out.append((reply_to, (_REJECTED, session, clordid, symbol, side, price, qty, code, text,
+                                     self._exec_id(), ts)))
 
     def _fill(self, taker: Order, fills: list[Fill], ts: int) -> None:
         """Emit both sides' Filled events and a Trade for each fill; close finished makers."""
@@ -321,9 +337,9 @@ class Engine:
         self.next_exec, self.next_match = n_exec, n_match
         taker.cum, taker.cost, taker.leaves = cum, cost, t_qty - cum
 
-    def _cancel_reject(self, c: CancelOrder | ReplaceOrder, state: SessionState, response_to: int,
-                       reason: int | None = None, text: str = "") -> None:
-        orig = c.orig_clordid
+    def _cancel_reject(self, session: str, clordid: str, orig: str, reply_to: str, ts: int,
+                       state: SessionState, response_to: int, reason: int | None = None,
+                       text: str = "") -> None:
         order = state.live.get(orig)
         if order is not None:
             status = ST_PARTIAL if order.cum else ST_NEW
@@ -340,71 +356,72 @@ class Engine:
             if reason is None:
                 reason = CXL_UNKNOWN_ORDER
                 text = f"unknown order {orig}"
-        self._out.append((c.reply_to, (_CANCEL_REJECTED, c.session, c.clordid, orig, order_id,
-                                       response_to, reason if reason is not None else CXL_OTHER, status,
-                                       text, c.ts)))
+        self._out.append((reply_to, (_CANCEL_REJECTED, session, clordid, orig, order_id, response_to,
+                                     reason if reason is not None else CXL_OTHER, status, text, ts)))
 
-    def _first_use(self, c: CancelOrder | ReplaceOrder, state: SessionState, response_to: int) -> bool | None:
-        """Record the request's ClOrdID; True for a redelivery, False for a duplicate (answered)."""
-        prior = state.seen.get(c.clordid)
+    def _cancel(self, w: Wire) -> bool:
+        if len(w) != 9:
+            raise MalformedCommand(_problem(w))
+        _, session, clordid, orig, symbol, side, reply_to, seq, ts = w
+        if not (type(session) is str and type(clordid) is str and type(orig) is str and type(symbol) is str
+                and type(side) is int and type(reply_to) is str and type(seq) is int and type(ts) is int
+                and session and clordid and orig and reply_to):
+            raise MalformedCommand(_problem(w))
+        state = self._session(session)
+        prior = state.seen.get(clordid)
         if prior is not None:
-            if prior == c.seq:
+            if prior == seq:
                 return True
-            self._cancel_reject(c, state, response_to, CXL_DUPLICATE_CLORDID,
-                                f"duplicate ClOrdID {c.clordid} in this session")
+            self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL,
+                                CXL_DUPLICATE_CLORDID, f"duplicate ClOrdID {clordid} in this session")
             return False
-        state.seen[c.clordid] = c.seq
-        return None
-
-    def _cancel(self, c: CancelOrder) -> bool:
-        problem = _well_formed(c, _CXL_INTS, _CXL_STRS)
-        if problem:
-            raise MalformedCommand(problem)
-        state = self._session(c.session)
-        first = self._first_use(c, state, RESPONSE_TO_CANCEL)
-        if first is not None:
-            return first
-        orig = c.orig_clordid
+        state.seen[clordid] = seq
         order = state.live.get(orig)
         if order is None:
-            self._cancel_reject(c, state, RESPONSE_TO_CANCEL)
+            self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL)
             return False
-        if order.symbol != c.symbol or order.side != c.side:
-            self._cancel_reject(c, state, RESPONSE_TO_CANCEL, CXL_OTHER,
-                                f"symbol/side {c.symbol}/{c.side} differ from the order's "
+        if order.symbol != symbol or order.side != side:
+            self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL, CXL_OTHER,
+                                f"symbol/side {symbol}/{side} differ from the order's "
                                 f"{order.symbol}/{order.side}")
             return False
         self.books[order.symbol].remove(order)
         del state.live[orig]
         state.closed[orig] = ST_CANCELED
-        self._out.append((c.reply_to, (_CANCELLED, c.session, c.clordid, orig, order.order_id,
-                                       order.symbol, order.side, order.price, order.qty, order.cum,
-                                       order.cost, "", self._exec_id(), c.ts)))
-        self._dirty[order.symbol] = c.ts
+        self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, order.symbol,
+                                     order.side, order.price, order.qty, order.cum, order.cost, "",
+                                     self._exec_id(), ts)))
+        self._dirty[order.symbol] = ts
         return False
 
-    def _replace(self, c: ReplaceOrder) -> bool:
-        problem = _well_formed(c, _RPL_INTS, _CXL_STRS)
-        if problem:
-            raise MalformedCommand(problem)
-        state = self._session(c.session)
-        first = self._first_use(c, state, RESPONSE_TO_REPLACE)
-        if first is not None:
-            return first
-        orig = c.orig_clordid
+    def _replace(self, w: Wire) -> bool:
+        if len(w) != 11:
+            raise MalformedCommand(_problem(w))
+        _, session, clordid, orig, symbol, side, price, qty, reply_to, seq, ts = w
+        if not (type(session) is str and type(clordid) is str and type(orig) is str and type(symbol) is str
+                and type(side) is int and type(price) is int and type(qty) is int and type(reply_to) is str
+                and type(seq) is int and type(ts) is int and session and clordid and orig and reply_to):
+            raise MalformedCommand(_problem(w))
+        state = self._session(session)
+        prior = state.seen.get(clordid)
+        if prior is not None:
+            if prior == seq:
+                return True
+            self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_REPLACE,
+                                CXL_DUPLICATE_CLORDID, f"duplicate ClOrdID {clordid} in this session")
+            return False
+        state.seen[clordid] = seq
         order = state.live.get(orig)
         if order is None:
-            self._cancel_reject(c, state, RESPONSE_TO_REPLACE)
+            self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_REPLACE)
             return False
         book = self.books[order.symbol]
         inst = book.instrument
         lo, hi = self._bands[order.symbol]
         limits = self.limits
-        price, qty = c.price, c.qty
         problem = None
-        if order.symbol != c.symbol or order.side != c.side:
-            problem = (f"symbol/side {c.symbol}/{c.side} differ from the order's "
-                       f"{order.symbol}/{order.side}")
+        if order.symbol != symbol or order.side != side:
+            problem = f"symbol/side {symbol}/{side} differ from the order's {order.symbol}/{order.side}"
         elif not lo <= price <= hi:
             problem = (f"price {inst.to_price(price)} is outside {inst.to_price(lo)} to "
                        f"{inst.to_price(hi)}")
@@ -413,7 +430,8 @@ class Engine:
         elif qty <= order.cum:
             problem = f"quantity {qty} is not above the {order.cum} already filled"
         if problem:
-            self._cancel_reject(c, state, RESPONSE_TO_REPLACE, CXL_OTHER, problem)
+            self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_REPLACE, CXL_OTHER,
+                                problem)
             return False
         # CME rule: only a lower (or unchanged) quantity at the same price keeps time priority.
         keeps_priority = price == order.price and qty <= order.qty
@@ -424,30 +442,31 @@ class Engine:
             order.price = price
             order.leaves = qty - order.cum
         order.qty = qty
-        order.clordid = c.clordid
+        order.clordid = clordid
         del state.live[orig]
         state.closed[orig] = ST_REPLACED
-        ts = c.ts
-        self._out.append((c.reply_to, (_REPLACED, c.session, c.clordid, orig, order.order_id,
-                                       order.symbol, order.side, price, qty, order.cum, order.leaves,
-                                       order.cost, self._exec_id(), ts)))
+        self._out.append((reply_to, (_REPLACED, session, clordid, orig, order.order_id, order.symbol,
+                                     order.side, price, qty, order.cum, order.leaves, order.cost,
+                                     self._exec_id(), ts)))
         if not keeps_priority:
             if book.crosses(order.side, price):
                 self._fill(order, book.match(order.side, price, order.leaves), ts)
             if order.leaves:
                 book.add(order)
         if order.leaves:
-            state.live[c.clordid] = order
+            state.live[clordid] = order
         else:
-            state.closed[c.clordid] = ST_FILLED
+            state.closed[clordid] = ST_FILLED
         self._dirty[order.symbol] = ts
         return False
 
-    def _end(self, c: SessionEnded) -> bool:
-        problem = _well_formed(c, _END_INTS, _END_STRS)
-        if problem:
-            raise MalformedCommand(problem)
-        state = self.sessions.pop(c.session, None)
+    def _end(self, w: Wire) -> bool:
+        if len(w) != 4:
+            raise MalformedCommand(_problem(w))
+        _, session, reply_to, ts = w
+        if not (type(session) is str and type(reply_to) is str and type(ts) is int and session and reply_to):
+            raise MalformedCommand(_problem(w))
+        state = self.sessions.pop(session, None)
         if state is None:
             return False
         for order in state.live.values():
@@ -455,8 +474,8 @@ class Engine:
             self._out.append((order.reply_to, (_CANCELLED, order.session, order.clordid, order.clordid,
                                                order.order_id, order.symbol, order.side, order.price,
                                                order.qty, order.cum, order.cost, "session ended",
-                                               self._exec_id(), c.ts)))
-            self._dirty[order.symbol] = c.ts
+                                               self._exec_id(), ts)))
+            self._dirty[order.symbol] = ts
         return False
 
     # ------------------------------------------------------------------ snapshot
