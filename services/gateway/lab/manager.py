@@ -49,6 +49,7 @@ class LabManager:
         self._logout_sent: dict[str, float] = {}
         self._last_state: dict[str, LabState] = {}
         self._lock = threading.Lock()
+        self._publish_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -87,6 +88,8 @@ class LabManager:
 
     def stop(self) -> None:
         """Log out every lab session, then stop every thread (blocks a few seconds at most)."""
+        if not hasattr(self, "outbox"):
+            return  # never started
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
@@ -138,13 +141,18 @@ class LabManager:
                         self.settings.stream_ttl_s)
 
     def _publish_state(self, session: LabSession, *, final: bool = False) -> None:
-        state = session.state()
-        key = dataclasses.replace(state, ts=0)
-        if not final and self._last_state.get(session.lab_id) == key:
-            return
-        self._last_state[session.lab_id] = key
-        ttl = self.settings.stream_ttl_s if final else self._live_ttl_s(session)
-        self.outbox.put(session.lab_id, state, ttl)
+        # One lock, so that no state computed before the final one is queued after it.
+        with self._publish_lock:
+            if session.final_published:
+                return
+            state = session.state()
+            key = dataclasses.replace(state, ts=0)
+            if not final and self._last_state.get(session.lab_id) == key:
+                return
+            self._last_state[session.lab_id] = key
+            ttl = self.settings.stream_ttl_s if final else self._live_ttl_s(session)
+            self.outbox.put(session.lab_id, state, ttl)
+            session.final_published = final
 
     # ------------------------------------------------------------------ bus handlers
 
@@ -167,10 +175,13 @@ class LabManager:
                     self._deadletter(effects, streams.LAB_START_STREAM, entry_id,
                                      "lab_id must be 1-64 of A-Z a-z 0-9 _ . : -", msg)
                 else:
+                    # Nothing may escape: the consumer thread would end with it.
                     try:
                         self._start_session(msg)
-                    except REDIS_ERRORS:
-                        raise
+                    except REDIS_ERRORS as exc:
+                        log.warning("lab %s: redis unavailable while starting (%s)", msg.lab_id, exc)
+                        self._refuse(msg.lab_id,
+                                     "the exchange's bus is unavailable; log on again in a moment")
                     except Exception as exc:
                         log.exception("lab %s: could not start", msg.lab_id)
                         self._refuse(msg.lab_id, f"the lab session could not start: {exc}")
@@ -322,6 +333,8 @@ class LabManager:
                 log.warning("lab %s: could not release %s (%s)", session.lab_id, session.comp_id, exc)
             session.status = ENDED
             self._publish_state(session, final=True)
+            with self._lock:
+                self._last_state.pop(session.lab_id, None)
             self.ended_count += 1
             log.info("lab %s: ended (%s): %s", session.lab_id, session.comp_id, session.text)
         finally:
@@ -329,4 +342,3 @@ class LabManager:
                 self._sessions.pop(session.lab_id, None)
                 self._ending.discard(session.lab_id)
                 self._logout_sent.pop(session.lab_id, None)
-            self._last_state.pop(session.lab_id, None)

@@ -98,6 +98,7 @@ class LabSession(fix.Application):
         self._initiator: fix.SocketInitiator | None = None
         self._down_reported = False
         self._stopped = False
+        self.final_published = False
 
     # ------------------------------------------------------------------ lifecycle
 

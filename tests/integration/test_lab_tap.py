@@ -1,0 +1,116 @@
+"""The tap on real loopback sockets: bytes pass unchanged, every message is recorded, withholding works."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from services.gateway.lab.tap import Tap, TapLoop
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+SOH = b"\x01"
+
+
+def fix(body: bytes) -> bytes:
+    head = b"8=FIX.4.4" + SOH + b"9=%d" % len(body) + SOH
+    return head + body + b"10=%03d" % (sum(head + body) % 256) + SOH
+
+
+ONE = fix(b"35=0\x0134=1\x01")
+TWO = fix(b"35=D\x0134=2\x0111=a\x01")
+THREE = fix(b"35=0\x0134=3\x01")
+
+
+class Peer:
+    """The 'exchange': accepts one connection and keeps what it reads."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.got = b""
+        self.conn: socket.socket | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        conn, _ = self.server.accept()
+        self.conn = conn
+        while chunk := conn.recv(65536):
+            self.got += chunk
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.shutdown(socket.SHUT_RDWR)
+            self.conn.close()
+        self.server.close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def loop() -> Iterator[TapLoop]:
+    tap_loop = TapLoop().start()
+    yield tap_loop
+    tap_loop.stop()
+
+
+def test_tap_forwards_unchanged_records_all_and_withholds_on_demand(loop: TapLoop) -> None:
+    peer = Peer()
+    records: list[tuple[int, str, bytes, bool]] = []
+    closed: list[str] = []
+    tap = Tap(loop, "127.0.0.1", peer.port, lambda n, src, raw, w, ts: records.append((n, src, raw, w)),
+              closed.append)
+    port = tap.open()
+    client = socket.create_connection(("127.0.0.1", port))
+    try:
+        stream = b"noise" + ONE + TWO
+        for i in range(0, len(stream), 7):  # fragmented writes
+            client.sendall(stream[i:i + 7])
+        eventually(lambda: peer.got == stream, what="bytes forwarded unchanged")
+        assert [(n, src, raw, w) for n, src, raw, w in records] == [
+            (1, "client", b"noise", False), (2, "client", ONE, False), (3, "client", TWO, False)]
+        tap.drop_next = True
+        client.sendall(THREE + ONE)
+        eventually(lambda: len(records) == 5, what="two more records")
+        assert records[3] == (4, "client", THREE, True) and records[4] == (5, "client", ONE, False)
+        eventually(lambda: peer.got == stream + ONE, what="the withheld message never arrives")
+        assert not tap.drop_next
+        tap.silent = True
+        client.sendall(TWO)
+        eventually(lambda: len(records) == 6 and records[5][3], what="silent withholds")
+        tap.silent = False
+        assert peer.conn is not None
+        peer.conn.sendall(THREE)  # the other direction is never withheld
+        client.settimeout(5)
+        assert client.recv(1024) == THREE
+        assert records[6] == (7, "exchange", THREE, False)
+        peer.conn.shutdown(socket.SHUT_RDWR)  # the exchange gives up: the tap closes the engine's side too
+        assert client.recv(1024) == b""
+        eventually(lambda: closed, what="on_closed")
+        assert "exchange closed" in closed[0]
+    finally:
+        client.close()
+        tap.close()
+        peer.close()
+
+
+def test_tap_reports_an_unreachable_exchange(loop: TapLoop) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        dead_port = s.getsockname()[1]  # closed again before the tap dials it
+    closed: list[str] = []
+    tap = Tap(loop, "127.0.0.1", dead_port, lambda *a: None, closed.append)
+    client = socket.create_connection(("127.0.0.1", tap.open()))
+    try:
+        client.settimeout(5)
+        assert client.recv(1024) == b""
+        eventually(lambda: closed, what="on_closed")
+        assert "unreachable" in closed[0]
+    finally:
+        client.close()
+        tap.close()
