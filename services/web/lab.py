@@ -47,6 +47,7 @@ class LabLink:
         self.started = time.monotonic()
         self.task: asyncio.Task[None] | None = None
         self.logout_sent = False
+        self.logout_wanted = False  # asked for before a gateway took the session
 
     @property
     def live(self) -> bool:
@@ -111,7 +112,8 @@ class LabLink:
                     for entry_id, fields in entries:
                         last = entry_id.decode()
                         self._apply(fields)
-                if self.page is None and self.gateway_id is not None and not self.logout_sent:
+                if (self.page is None or self.logout_wanted) and self.gateway_id is not None \
+                        and not self.logout_sent:
                     await self._logout()
                 if self.state is not None and not self.live and self.page is None:
                     return
@@ -250,6 +252,11 @@ class Page:
                 symbol, side = order.symbol, order.side
             await lab.command(LabCommand(lab.lab_id, cmd.op, symbol, side, cmd.price, cmd.qty,
                                          orig_clordid=cmd.clordid, ts=ts))
+        elif cmd.op == "logout" and lab.gateway_id is None:
+            lab.logout_wanted = True  # sent as soon as a gateway has taken the session
+        elif cmd.op == "logout":
+            lab.logout_sent = True
+            await lab.command(LabCommand(lab.lab_id, cmd.op, ts=ts))
         else:
             await lab.command(LabCommand(lab.lab_id, cmd.op, ts=ts))
         self.hub.counters["commands_sent"] += 1

@@ -10,17 +10,20 @@ the body failed.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+from websockets.sync.client import ClientConnection, connect
 
 from shared.redis_server import free_port
 
@@ -107,3 +110,41 @@ def bots_process(redis_url: str, fix_port: int, env: Mapping[str, str] | None = 
             raise
         finally:
             _stop(proc)
+
+
+JSOND = dict[str, Any]
+
+
+class Client:
+    """A WebSocket page: keeps every message it received."""
+
+    def __init__(self, url: str) -> None:
+        self.ws: ClientConnection = connect(url, open_timeout=10, max_size=2**22, legacy=True)
+        self.got: list[JSOND] = []  # received, not yet matched by wait()
+        self.seen: list[JSOND] = []  # everything received, in order
+
+    def wait(self, type_: str, where: Callable[[JSOND], bool] = lambda m: True,
+             timeout: float = 10.0) -> JSOND:
+        for m in self.got:
+            if m.get("type") == type_ and where(m):
+                self.got.remove(m)
+                return m
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {type_} message in {timeout}s; got {self.got[-5:]}")
+            try:
+                m = json.loads(self.ws.recv(timeout=left))
+            except TimeoutError:
+                continue
+            self.seen.append(m)
+            if m.get("type") == type_ and where(m):
+                return m
+            self.got.append(m)
+
+    def send(self, obj: Any) -> None:
+        self.ws.send(obj if isinstance(obj, str | bytes) else json.dumps(obj))
+
+    def close(self) -> None:
+        self.ws.close()

@@ -9,57 +9,23 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import redis
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
 
 from shared import streams
 from shared.bus import publish
 from shared.schema import Depth, LabCommand, LabStart, LabState, Trade, WireRecord, decode_batch
-from tests.e2e.webstack import WebProcess, web_process
+from tests.e2e.webstack import Client, WebProcess, web_process
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
 JSOND = dict[str, Any]
-
-
-class Client:
-    """A WebSocket page: keeps every message it received."""
-
-    def __init__(self, url: str) -> None:
-        self.ws: ClientConnection = connect(url, open_timeout=10, max_size=2**22, legacy=True)
-        self.got: list[JSOND] = []
-
-    def wait(self, type_: str, where: Callable[[JSOND], bool] = lambda m: True,
-             timeout: float = 10.0) -> JSOND:
-        for m in self.got:
-            if m.get("type") == type_ and where(m):
-                self.got.remove(m)
-                return m
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no {type_} message in {timeout}s; got {self.got[-5:]}")
-            try:
-                m = json.loads(self.ws.recv(timeout=left))
-            except TimeoutError:
-                continue
-            if m.get("type") == type_ and where(m):
-                return m
-            self.got.append(m)
-
-    def send(self, obj: Any) -> None:
-        self.ws.send(obj if isinstance(obj, str | bytes) else json.dumps(obj))
-
-    def close(self) -> None:
-        self.ws.close()
 
 
 @pytest.fixture

@@ -1,0 +1,138 @@
+"""The web service against the real stack: Redis, matcher, gateway (lab sessions) and the bots.
+
+A WebSocket client plays the page: it logs on, trades against the bots, cancels and replaces,
+loses a message on purpose and watches the engines recover it, and closes the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+
+from shared import streams
+from shared.schema import LabState, decode_batch
+from tests.e2e.webstack import Client, WebProcess, bots_process, web_process
+from tests.gateway_stack import Stack, gateway_stack, matcher_available
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+if not matcher_available():
+    pytest.skip("services.matcher is not in this checkout yet", allow_module_level=True)
+
+LAB_ENV = {"FIXLAB_LAB_HEARTBEAT_S": "2"}
+
+
+@dataclass
+class Lab:
+    stack: Stack
+    web: WebProcess
+
+
+@pytest.fixture(scope="module")
+def lab(redis_server: str) -> Iterator[Lab]:
+    with gateway_stack(redis_server, labs=True, env=LAB_ENV, gateway_id="gwweb") as stack, \
+            bots_process(redis_server, stack.fix_port), \
+            web_process(redis_server, env={"FIXLAB_ORDER_BURST": "50"}) as web:
+        yield Lab(stack, web)
+
+
+def wire_names(c: Client, source: str) -> list[str]:
+    return [m["msg_name"] for m in c.seen if m.get("type") == "wire" and m["source"] == source]
+
+
+def book_has_asks(c: Client, symbol: str) -> bool:
+    return any(m.get("type") == "depth" and m["symbol"] == symbol and m["asks"] for m in c.seen)
+
+
+def test_logon_trade_cancel_replace_and_drop(lab: Lab) -> None:
+    c = Client(lab.web.ws_url)
+    try:
+        c.send({"op": "logon"})
+        lab_id = c.wait("logon_sent")["lab_id"]
+        st = c.wait("state", lambda m: m["status"] == "logged_on", timeout=20)
+        assert st["comp_id"].startswith("LAB") and st["heartbeat_s"] == 2 and st["expires_in_s"] > 0
+        logon = c.wait("wire", lambda m: m["msg_type"] == "A" and m["source"] == "exchange")
+        named = {f[0]: f for f in logon["fields"]}
+        assert named[108][1:3] == ["HeartBtInt", "2"] and named[35][3] == "Logon"
+        assert named[49][1:3] == ["SenderCompID", "FIXLAB"] and named[10][4] == "trailer"
+
+        # Buy through the bots' best ask: an ExecutionReport New, then a fill.
+        eventually(lambda: c.wait("depth", lambda m: m["symbol"] == "ACORN.LAB" and bool(m["asks"]),
+                                  timeout=1), timeout=20, what="the bots' asks")
+        books = [m for m in c.seen if m.get("type") == "depth" and m["symbol"] == "ACORN.LAB"]
+        best_ask = books[-1]["asks"][0]
+        c.send({"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": best_ask[0], "qty": 1})
+        new = c.wait("wire", lambda m: m["msg_type"] == "8" and [150, "ExecType", "0", "New", "body"]
+                     in m["fields"])
+        assert new["source"] == "exchange"
+        fill = c.wait("fill", timeout=15)
+        assert (fill["symbol"], fill["side"], fill["last_px"], fill["last_qty"]) == \
+            ("ACORN.LAB", "buy", best_ask[0], "1")
+        c.wait("trade", lambda m: m["symbol"] == "ACORN.LAB")
+
+        # A resting order: cancel it; another: replace it.
+        c.send({"op": "order", "symbol": "BIRCH.LAB", "side": "buy", "price": "20.50", "qty": 3})
+        resting = c.wait("state", lambda m: any(o["price"] == "20.50" for o in m["orders"]))
+        clordid = next(o["clordid"] for o in resting["orders"] if o["price"] == "20.50")
+        c.send({"op": "cancel", "clordid": clordid})
+        c.wait("wire", lambda m: m["msg_type"] == "8" and [150, "ExecType", "4", "Canceled", "body"]
+               in m["fields"])
+        c.send({"op": "order", "symbol": "BIRCH.LAB", "side": "sell", "price": "29.00", "qty": 2})
+        resting = c.wait("state", lambda m: any(o["price"] == "29.00" for o in m["orders"]))
+        clordid = next(o["clordid"] for o in resting["orders"] if o["price"] == "29.00")
+        c.send({"op": "replace", "clordid": clordid, "price": "29.50", "qty": 4})
+        c.wait("wire", lambda m: m["msg_type"] == "8" and [150, "ExecType", "5", "Replaced", "body"]
+               in m["fields"])
+        c.send({"op": "cancel", "clordid": "no-such-order"})
+        c.wait("notice", lambda m: "no-such-order" in m["text"])  # the gateway's own refusal
+
+        # Lose the next message on purpose: the exchange asks for it again.
+        c.send({"op": "drop_next"})
+        c.wait("state", lambda m: m["drop_armed"])
+        c.send({"op": "order", "symbol": "BIRCH.LAB", "side": "buy", "price": "21.00", "qty": 1})
+        c.wait("wire", lambda m: m["withheld"] and m["source"] == "client", timeout=15)
+        c.send({"op": "order", "symbol": "BIRCH.LAB", "side": "buy", "price": "21.01", "qty": 1})
+        c.wait("wire", lambda m: m["msg_name"] == "ResendRequest" and m["source"] == "exchange", timeout=15)
+    finally:
+        c.close()
+    # The page closed: its session is logged out and ends.
+    r = redis.Redis.from_url(lab.stack.redis_url)
+    try:
+        eventually(lambda: _status(r, lab_id) in ("ended", "logged_out"), timeout=20, what="session ended")
+    finally:
+        r.close()
+
+
+def _status(r: redis.Redis, lab_id: str) -> str:
+    status = ""
+    for _, fields in r.xrange(streams.lab_stream(lab_id)):
+        for m in decode_batch(fields[streams.BATCH_FIELD]):
+            if isinstance(m, LabState):
+                status = m.status
+    return status
+
+
+def test_silent_session_is_given_up_by_the_exchange(lab: Lab) -> None:
+    c = Client(lab.web.ws_url)
+    try:
+        c.send({"op": "logon"})
+        first = c.wait("logon_sent")["lab_id"]
+        c.wait("state", lambda m: m["lab_id"] == first and m["status"] == "logged_on", timeout=20)
+        c.send({"op": "silent"})
+        c.wait("state", lambda m: m["silent"])
+        c.wait("wire", lambda m: m["msg_name"] == "TestRequest" and m["source"] == "exchange", timeout=20)
+        # QuickFIX C++ gives up on a silent peer by closing the connection (no Logout of its own).
+        ended = c.wait("state", lambda m: m["status"] in ("logged_out", "ended"), timeout=20)
+        assert ended["text"]
+        # The page may log on again once its session is over.
+        c.send({"op": "logon"})
+        again = c.wait("logon_sent")["lab_id"]
+        c.wait("state", lambda m: m["lab_id"] == again and m["status"] == "logged_on", timeout=20)
+        c.send({"op": "logout"})
+        c.wait("wire", lambda m: m["msg_name"] == "Logout" and m["source"] == "client", timeout=20)
+    finally:
+        c.close()
