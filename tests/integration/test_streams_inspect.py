@@ -227,3 +227,13 @@ def test_tail_follow_prints_new_entries_as_they_arrive(redis_url: str, r: redis.
             assert proc.stdout is not None
             proc.stdout.close()
     assert proc.returncode == 0
+
+
+def test_the_fixlab_console_script(redis_url: str, busy_bus: dict[str, list[bytes]]) -> None:
+    script = Path(sys.executable).parent / "fixlab"
+    if not script.is_file():
+        pytest.skip(f"{script} is not installed (`make install` installs the package's scripts)")
+    done = subprocess.run([str(script), "--url", redis_url, "pending", streams.MATCHER_GROUP],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["pending"] == 2

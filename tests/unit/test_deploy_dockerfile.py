@@ -195,3 +195,36 @@ def test_build_progress_shows_the_tail_when_the_build_fails() -> None:
                          capture_output=True, text=True, check=True).stdout
     assert "src/a.cpp:1: error: boom" in out
     assert out.rstrip().endswith("something else")
+
+
+def _run_lines(stage: Stage) -> list[str]:
+    return [ins for ins in stage.lines if ins.startswith("RUN ")]
+
+
+def test_the_requirements_step_lists_pyprojects_dependencies(parsed: list[Stage], tmp_path: Path) -> None:
+    # Run the Dockerfile's own one-liner on the repository's pyproject.toml.
+    (step,) = [ins for ins in _run_lines(parsed[0]) if "tomllib" in ins]
+    code = re.search(r"python -c '([^']+)'", step)
+    assert code is not None
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    out = subprocess.run([sys.executable, "-c", code.group(1)], cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_the_fixlab_command_in_the_image_runs_the_inspector(parsed: list[Stage], tmp_path: Path) -> None:
+    (step,) = [ins for ins in _run_lines(parsed[-1]) if "/usr/local/bin/fixlab" in ins]
+    printf = re.search(r"(printf '[^']*')", step)
+    assert printf is not None
+    script = tmp_path / "fixlab"
+    subprocess.run(["sh", "-c", f"{printf.group(1)} > {script} && chmod 0755 {script}"], check=True)
+    # `python` in the image is the interpreter with the packages: here, this one.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    python = bindir / "python"  # a wrapper, not a symlink: a venv's python finds its venv by its path
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([str(script), "--help"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "list" in done.stdout and "pending" in done.stdout
