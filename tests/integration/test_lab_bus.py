@@ -12,7 +12,7 @@ from shared import streams
 from shared.bus import publish
 from shared.clock import now_ns
 from shared.compids import LAB_COMP_IDS
-from shared.redis_server import free_port
+from shared.redis_server import RedisServer, free_port
 from shared.schema import LabStart
 from tests.helpers import eventually
 from tests.integration.test_lab_support import Lab, command, lab_manager, plain_exchange, start_lab, tags
@@ -150,3 +150,21 @@ def test_claims_are_atomic_and_go_round_in_turn(redis_url: str) -> None:
     assert a is not None
     claimers[0].release(a, "x:1")
     assert claimers[0].claim("x:2") != a
+
+
+def test_a_redis_outage_loses_no_record_and_commands_work_after(fresh_redis: RedisServer) -> None:
+    r = redis.Redis.from_url(fresh_redis.url)
+    with plain_exchange() as exchange, lab_manager(fresh_redis.url, exchange.port, heartbeat_s=1) as manager:
+        lab = Lab(r, "outage-1")
+        start_lab(r, lab.lab_id)
+        lab.wait_status("logged_on")
+        fresh_redis.stop()
+        # The session lives on without Redis: its heartbeats queue in the outbox.
+        eventually(lambda: manager.outbox.pending >= 3, timeout=15, what="records queued while Redis is down")
+        fresh_redis.start()
+        eventually(lambda: manager.outbox.pending == 0, timeout=15, what="the queue written after the outage")
+        command(r, GW, lab.lab_id, "order", symbol="ACORN.LAB", side=1, price="100.00", qty=1)
+        lab.wait_wire("exchange", "8", t150="0", timeout=15)
+        numbers = [w.n for w in lab.wire()]
+        assert numbers == list(range(1, len(numbers) + 1))  # every record, once, in order
+        assert lab.state().status == "logged_on"  # type: ignore[union-attr]

@@ -46,6 +46,11 @@ class Outbox:
         self._thread.start()
         return self
 
+    @property
+    def pending(self) -> int:
+        """Messages queued and not yet written."""
+        return self._queue.qsize()
+
     def put(self, lab_id: str, msg: Message, ttl_s: float) -> None:
         """Queue ``msg`` for ``lab_stream(lab_id)``; the stream expires ``ttl_s`` after this write."""
         try:
