@@ -24,12 +24,12 @@ BUY, SELL = "1", "2"
 
 
 class SessionDriver:
-    """One FIX session's orders: numbers from its windows, ClOrdID = tag + number."""
+    """One FIX session's orders: numbers from its windows, ClOrdID = tag + "-" + number."""
 
     def __init__(self, comp_id: str, tag: str, template: fix.Message, clock: TransactTime) -> None:
         self.comp_id = comp_id
         self.tag = tag
-        self._tag_len = len(tag)
+        self._prefix = tag + "-"
         self._template = template
         self._clock = clock
         self._lock = threading.Lock()
@@ -60,7 +60,7 @@ class SessionDriver:
             if number is None:
                 return
             msg = fix.Message(self._template)
-            msg.setField(11, self.tag + str(number))
+            msg.setField(11, self._prefix + str(number))
             msg.setField(54, BUY if number % 2 == 0 else SELL)  # alternate: they trade, the book stays small
             msg.setField(60, self._clock())
             window.stamp(number, time.perf_counter_ns())
@@ -68,13 +68,9 @@ class SessionDriver:
                 # Not logged on any more: the order counts as lost, never silently dropped.
                 self.send_failures += 1
 
-    def on_answer(self, clordid: str, now_ns: int, accepted: bool) -> None:
+    def on_answer(self, number: int, now_ns: int, accepted: bool) -> None:
         window = self.window
-        if window is None or not clordid.startswith(self.tag):
-            return
-        try:
-            number = int(clordid[self._tag_len:])
-        except ValueError:
+        if window is None:
             return
         with self._lock:
             if not window.answer(number, now_ns, accepted):
@@ -88,11 +84,14 @@ class SessionDriver:
 
 
 class BenchApplication(fix.Application):
-    """Routes ExecutionReports to their session's driver by TargetCompID (our SenderCompID)."""
+    """Routes ExecutionReports to their session's driver by the ClOrdID's tag."""
 
     def __init__(self, drivers: dict[str, SessionDriver]) -> None:
         super().__init__()
         self.drivers = drivers
+        # The ClOrdID names its session: cheaper than reading the header (a SWIG proxy per call).
+        self.by_tag = {d.tag: d for d in drivers.values()}
+        self.unknown = 0
         self.logouts = 0
         self.session_rejects = 0
         self.errors = 0
@@ -140,8 +139,12 @@ class BenchApplication(fix.Application):
         try:
             exec_type = message.getField(150)
             if exec_type == "0" or exec_type == "8":
-                self.drivers[message.getHeader().getField(56)].on_answer(
-                    message.getField(11), now, exec_type == "0")
+                tag, _, number = message.getField(11).rpartition("-")
+                driver = self.by_tag.get(tag)
+                if driver is None or not number.isdigit():
+                    self.unknown += 1  # not one of this run's orders
+                    return
+                driver.on_answer(int(number), now, exec_type == "0")
         except fix.FieldNotFound:
             # Not an ExecutionReport (a BusinessMessageReject, say): nothing to time.
             self.session_rejects += 1
@@ -165,7 +168,7 @@ class BenchClient:
                  run_tag: str, heartbeat_s: int = 30) -> None:
         clock = TransactTime()
         template = order_template(symbol, price)
-        self.drivers = {c: SessionDriver(c, f"{run_tag}{i}-", template, clock)
+        self.drivers = {c: SessionDriver(c, f"{run_tag}{i}", template, clock)
                         for i, c in enumerate(comp_ids)}
         self.app = BenchApplication(self.drivers)
         self.settings = initiator_settings(host, port, comp_ids, heartbeat_s)
