@@ -9,6 +9,7 @@ gateway and the matcher, and the page answers on its published port.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -56,6 +57,7 @@ def _argv(cmd: list[str]) -> list[str]:
 
 class Stack:
     def __init__(self, redis_url: str, run_dir: Path, env: dict[str, str]) -> None:
+        self.shell_env = env
         self.doc = load(COMPOSE, env=env)
         self.lab = {n: s for n, s in self.doc["services"].items() if not s.get("profiles")}
         self.redis_url = redis_url
@@ -122,7 +124,38 @@ def stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
         assert not stuck, f"did not stop on SIGTERM: {stuck}"
 
 
-def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: str) -> None:
+def run_bench_profile(stack: Stack, out_dir: Path, scale: int) -> list[dict[str, Any]]:
+    """`docker compose --profile bench up --scale bench=N`: N copies of the bench service's command."""
+    run_id = f"compose-test-{os.getpid()}"
+    env = {**stack.shell_env, "FIXLAB_BENCH_RUN_ID": run_id, "FIXLAB_BENCH_INSTANCES": str(scale),
+           "FIXLAB_BENCH_SESSIONS": str(scale), "FIXLAB_BENCH_WINDOW": "4", "FIXLAB_BENCH_ORDERS": "400",
+           "FIXLAB_BENCH_WARMUP": "10"}
+    bench = load(COMPOSE, env=env)["services"]["bench"]
+    fix_port = env["FIXLAB_FIX_PORT"]
+    # Compose's names and volumes, mapped onto this machine: the gateway is on loopback, and the
+    # bench-results volume is a folder.
+    argv = [a.replace(f"gateway:{fix_port}", f"127.0.0.1:{fix_port}").replace("/data/bench", str(out_dir))
+            for a in _argv(bench["command"])]
+    assert f"127.0.0.1:{fix_port}" in argv and str(out_dir / f"{run_id}.json") in argv
+    proc_env = {**os.environ, **service_env(bench), "REDIS_URL": stack.redis_url, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen(argv, env=proc_env, cwd=out_dir, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for _ in range(scale)]
+    outputs = []
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=150)
+            outputs.append(out.decode(errors="replace"))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [p.returncode for p in procs] == [0] * scale, "\n".join(o[-2000:] for o in outputs)
+    return [json.loads((out_dir / f"{run_id}.json").read_text())]
+
+
+@pytest.mark.timeout(300)  # the whole stack, then a bench run, on a contended 2-core machine
+def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: str, tmp_path: Path) -> None:
     assert [n for n in stack.procs] == ["matcher", "gateway", "web", "bots"]
     web_port = service_env(stack.lab["web"])["FIXLAB_WEB_PORT"]
     with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/", timeout=10) as page:
@@ -140,6 +173,12 @@ def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: 
         assert [g["name"] for g in orders["groups"]] == [streams.MATCHER_GROUP]
     finally:
         r.close()
+    # The bench profile, scaled to 4: four instances of one run, one merged report, nothing lost.
+    out_dir = tmp_path / "bench-results"
+    out_dir.mkdir()
+    (report,) = run_bench_profile(stack, out_dir, scale=4)
+    assert (report["sessions"], report["orders"], report["lost"]) == (4, 400, 0)
+    assert report["acknowledged"] + report["rejected"] == 400
     # Each healthcheck fails once its service is gone (it can fail, so passing meant something): at
     # once when the service removed its report on the way out, else when the report's TTL runs out.
     stack.down()
