@@ -188,9 +188,26 @@ function toggleDetails(card, m) {
 // ---------------------------------------------------------------- session state
 function setStatus(kind, text) { const s = $("status"); s.textContent = text; s.className = `pill ${kind}`; }
 
+function divider(text) {
+  const wire = $("wire");
+  const empty = $("wire-empty");
+  if (empty) empty.remove();
+  wire.append(el("div", "divider", text));
+  S.wireCount++;
+  wire.scrollTop = wire.scrollHeight;
+}
+
 function onState(m) {
+  const before = S.state && S.state.lab_id === m.lab_id ? S.state.status : null;
   S.state = m;
   S.live = !(m.status === "ended" || m.status === "logged_out");
+  if (m.status !== before) {
+    if (m.status === "logged_on") divider(`${m.comp_id} logged on · heartbeat every ${m.heartbeat_s} s`);
+    else if (!S.live && before !== "ended" && before !== "logged_out") {
+      divider(`session ${m.status.replace("_", " ")}${m.text ? ": " + m.text : ""}`);
+      notice(`Your FIX session ${m.status.replace("_", " ")}${m.text ? ": " + m.text : ""}. Log on again to start a new one.`, "info");
+    }
+  }
   const labels = { connecting: "connecting…", logged_on: "logged on", logged_out: "logged out", ended: "ended" };
   setStatus(m.status === "logged_on" ? "on" : (S.live ? "connecting" : "off"), labels[m.status] || m.status);
   $("st-comp").textContent = m.comp_id || "–";
@@ -246,14 +263,14 @@ function renderOrders(orders) {
   tb.replaceChildren();
   const open = orders.filter((o) => o.leaves_qty > 0);
   const max = S.state ? S.state.max_open_orders : 20;
-  $("open-count").textContent = `${open.length} open of ${max} allowed`;
-  $("open-count").className = open.length >= max ? "small warn" : "muted small";
+  $("open-count").textContent = S.live ? `${open.length} open of ${max} allowed` : "session over: the exchange cancelled what was resting";
+  $("open-count").className = S.live && open.length >= max ? "small warn" : "muted small";
   for (const o of orders) {
     const tr = el("tr", o.side);
     tr.append(el("td", "mono", o.clordid), el("td", null, o.symbol), el("td", o.side, o.side),
       el("td", "mono num", o.price), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
     const act = el("td", "act");
-    if (o.leaves_qty > 0) {
+    if (o.leaves_qty > 0 && S.live) {
       const c = el("button", "small-btn", "cancel");
       c.addEventListener("click", () => send({ op: "cancel", clordid: o.clordid }));
       const r = el("button", "small-btn", "replace");

@@ -1,0 +1,127 @@
+"""The lab page in a real browser (Debian's chromium, driven by Playwright) against the whole stack.
+
+Redis, matcher and gateway (short heartbeats), the liquidity bots and the web service all run as
+processes; the browser logs on, reads the Logon's named tags, buys, loses a message, trips the rate
+limit, types markup, goes silent and watches the exchange give up.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.webstack import WebProcess, bots_process, web_process
+from tests.gateway_stack import gateway_stack, matcher_available
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+    pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)
+if not matcher_available():
+    pytest.skip("services.matcher is not in this checkout yet", allow_module_level=True)
+
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[WebProcess]:
+    with gateway_stack(None, labs=True, env={"FIXLAB_LAB_HEARTBEAT_S": "2"}, gateway_id="gwe2e") as st, \
+            bots_process(st.redis_url, st.fix_port), web_process(st.redis_url) as w:
+        yield w
+
+
+@pytest.fixture
+def page(web: WebProcess) -> Iterator[Page]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            pg = browser.new_page(viewport={"width": 1440, "height": 1000})
+            errors: list[str] = []
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.on("dialog", lambda d: errors.append(f"a dialog opened: {d.message}"))
+            pg.goto(web.url)
+            yield pg
+            assert errors == []
+        finally:
+            browser.close()
+
+
+def test_a_visitors_session(page: Page, test_output: Path) -> None:
+    expect(page.locator("#conn")).to_have_text("connected")
+    page.click("#b-logon")
+    expect(page.locator("#status")).to_have_text("logged on", timeout=20_000)
+    ours = page.locator(".msg.client.session", has_text="Logon").first
+    theirs = page.locator(".msg.exchange.session", has_text="Logon").first
+    expect(ours).to_be_visible()
+    expect(theirs).to_be_visible()
+    theirs.locator(".card").click()
+    details = theirs.locator(".details")
+    expect(details).to_contain_text("HeartBtInt")
+    expect(details).to_contain_text("SenderCompID")
+    expect(details.locator("tr", has_text="MsgType")).to_contain_text("Logon")
+    expect(details).to_contain_text("trailer")
+    details.get_by_text("show raw").click()
+    expect(details.locator("pre.raw")).to_contain_text("8=FIX.4.4|9=")
+
+    # Buy at the bots' best ask (a click on the ladder fills the price): New, then the fill.
+    best_ask = page.locator(".book").first.locator("tr.ask td.px").last
+    expect(best_ask).to_be_visible(timeout=20_000)
+    best_ask.click()
+    page.click("#b-send")
+    expect(page.locator(".msg.exchange.app", has_text="ExecType New").first).to_be_visible()
+    expect(page.locator(".msg.exchange.app", has_text="ExecType Trade").first).to_be_visible()
+    expect(page.locator("#fills")).to_contain_text("bought")
+    expect(page.locator("#tape li").first).to_be_visible()
+    page.screenshot(path=str(test_output / "web-lab-session.png"))
+
+    # Lose the next message: the exchange sees the gap and asks for it again.
+    page.click("#b-drop")
+    expect(page.locator("#b-drop")).to_have_text("Drop armed: next message")
+    page.fill("#o-price", "95.00")
+    page.click("#b-send")
+    expect(page.locator(".msg.client.withheld").first).to_be_visible(timeout=15_000)
+    page.fill("#o-price", "95.01")
+    page.click("#b-send")
+    expect(page.locator(".msg.exchange", has_text="ResendRequest").first).to_be_visible(timeout=15_000)
+
+    # A flood of orders: the rate limit says so.
+    for _ in range(8):
+        page.click("#b-send")
+    expect(page.locator(".notice.error", has_text="Slow down").first).to_be_visible()
+
+    # Markup typed by a visitor comes back as text, never as HTML.
+    page.fill("#o-price", "<img src=x onerror=alert(1)>")
+    page.click("#b-send")
+    shown = page.locator(".notice.error", has_text="<img src=x onerror=alert(1)>").first
+    expect(shown).to_be_visible(timeout=10_000)
+    assert page.locator("#notices img").count() == 0
+
+    # Go silent: a countdown, the exchange's TestRequest, then it gives up on the session.
+    page.click("#b-silent")
+    expect(page.locator("#silence")).to_contain_text("gives up in about")
+    expect(page.locator(".msg.exchange", has_text="TestRequest").first).to_be_visible(timeout=20_000)
+    expect(page.locator("#status")).to_have_text("ended", timeout=20_000)
+    expect(page.locator("#b-logon")).to_be_enabled()
+    page.screenshot(path=str(test_output / "web-lab-ended.png"))
+
+
+def test_third_page_from_one_address_is_told_why(web: WebProcess) -> None:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            pages = [browser.new_page() for _ in range(3)]
+            for pg in pages[:2]:
+                pg.goto(web.url)
+                expect(pg.locator("#conn")).to_have_text("connected")
+            pages[2].goto(web.url)
+            expect(pages[2].locator("#banner")).to_contain_text("2 lab pages open from your address")
+            expect(pages[2].locator("#conn")).to_have_text("refused")
+        finally:
+            browser.close()
