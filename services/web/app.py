@@ -125,16 +125,34 @@ class Hub:
             if before is not None and now > before[0]:
                 rates[name] = round((added - before[1]) / (now - before[0]), 2)
         orders_streams = {streams.orders_stream(s) for s in self.settings.common.shards}
+        live = health.instances(r)
+        groups = [g for info in bus for g in info["groups"]]
         return {
             "web": {"pages": len(self.pages), "labs_live": sum(1 for lab in self.labs if lab.live),
                     "pages_by_address_max": max(self.limiter.by_address.values(), default=0),
                     **self.counters},
             "limits": self.limits(),
+            # The matchers count commands per second themselves (their health reports).
+            "orders_per_s": round(_sum(live, "matcher", "orders_per_s"), 1),
+            "fix_sessions": int(_sum(live, "gateway", "sessions_logged_on")),
             "order_entries_per_s": round(sum(v for k, v in rates.items() if k in orders_streams), 2),
+            "pending": sum(int(g["pending"]) for g in groups),
+            "max_lag": max((int(g["lag"]) for g in groups if g["lag"] is not None), default=0),
             "entries_per_s": rates,
-            "instances": health.instances(r),
+            "instances": live,
             "streams": bus,
         }
+
+
+def _sum(instances: list[dict[str, str]], service: str, counter: str) -> float:
+    total = 0.0
+    for i in instances:
+        if i.get("service") == service:
+            try:
+                total += float(i.get(counter, 0))
+            except ValueError:
+                continue
+    return total
 
 
 def _entries_added(r: redis.Redis, stream: str) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -114,6 +116,17 @@ def _status(r: redis.Redis, lab_id: str) -> str:
             if isinstance(m, LabState):
                 status = m.status
     return status
+
+
+def test_status_view_counts_the_stack(lab: Lab) -> None:
+    def status() -> dict[str, Any]:
+        return dict(httpx.get(f"{lab.web.url}/api/status", timeout=10).json())
+
+    s = eventually(lambda: (st := status())["fix_sessions"] >= 2 and st, timeout=20, what="bots logged on")
+    services = {i["service"] for i in s["instances"]}
+    assert {"matcher", "gateway", "web", "bots"} <= services
+    assert any(x["stream"] == streams.MARKET_STREAM for x in s["streams"])
+    assert isinstance(s["orders_per_s"], float) and s["pending"] >= 0
 
 
 def test_silent_session_is_given_up_by_the_exchange(lab: Lab) -> None:

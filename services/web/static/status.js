@@ -6,10 +6,11 @@ function row(cells, tag) { const tr = el("tr"); for (const c of cells) tr.append
 
 function render(s) {
   const c = $("counters");
-  const items = [["pages open", s.web.pages], ["lab sessions live", s.web.labs_live], ["order entries / s", s.order_entries_per_s],
+  const items = [["orders / s (matchers)", s.orders_per_s], ["FIX sessions logged on", s.fix_sessions],
+    ["pages open", s.web.pages], ["lab sessions live (this web)", s.web.labs_live], ["order entries / s (bus)", s.order_entries_per_s],
+    ["pending entries", s.pending], ["largest group lag", s.max_lag],
     ["pages refused", s.web.pages_refused || 0], ["pages dropped (slow)", s.web.pages_dropped || 0], ["commands", s.web.commands || 0],
-    ["rate limited", s.web.rate_limited || 0], ["bad commands", s.web.command_errors || 0], ["instances", s.instances.length],
-    ["pending entries", s.streams.reduce((a, x) => a + x.groups.reduce((b, g) => b + g.pending, 0), 0)]];
+    ["rate limited", s.web.rate_limited || 0], ["bad commands", s.web.command_errors || 0], ["service instances", s.instances.length]];
   c.replaceChildren(...items.map(([k, v]) => { const d = el("div", "counter"); d.append(el("b", null, v), el("span", "muted small", k)); return d; }));
   const it = $("instances");
   it.replaceChildren(row(["service", "instance", "pid", "up", "counters"], "th"));
