@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from services.matcher.engine import Engine, Limits, MalformedCommand
+from services.matcher.engine import Engine, Limits, MalformedCommand, as_wire
 from shared.config import Instrument
 from shared.schema import (
     BUY,
@@ -42,6 +42,7 @@ from shared.schema import (
     encode,
     encode_batch,
     encode_wire_batch,
+    from_wire,
 )
 
 ACORN = Instrument("ACORN.LAB", 10000, Decimal("0.01"))
@@ -412,6 +413,28 @@ def test_same_commands_give_byte_identical_events() -> None:
     first, second = run_encoded(engine(), cmds), run_encoded(engine(), cmds)
     assert first == second
     assert sum(len(b) for b in first) > 50_000  # the stream really traded, not an empty run
+
+
+def test_commands_in_wire_form_give_the_same_events_as_messages() -> None:
+    cmds = random_commands(4, 1500)
+    wires = [as_wire(c) for c in cmds]
+    assert all(from_wire(w) == c for w, c in zip(wires, cmds, strict=True))
+    assert run_encoded(engine(), wires) == run_encoded(engine(), cmds)  # type: ignore[arg-type]
+
+
+def test_malformed_wire_commands_are_reported_not_applied() -> None:
+    e = engine()
+    result = e.apply_batch([(1, "A", "c1", "ACORN.LAB", 1, 10000.0, 1, 0, "gw", 1, 1),
+                            (1, "A", "c2", "ACORN.LAB", 1, 10000, 1),
+                            (3, "A", "c3", "c1", "ACORN.LAB", 1, 10000, 1, "gw", 1, b"ts"),
+                            (2, "A", "c4", "c1", "ACORN.LAB", 1, "gw", 2, 2),
+                            (77, "x")])
+    assert [why for _, why in result.malformed] == [
+        "NewOrder.price=10000.0 is not an integer", "NewOrder has 6 fields instead of 10",
+        "ReplaceOrder.ts=b'ts' is not an integer", "type code 77 is not a matcher command"]
+    [rej] = result.messages()
+    assert isinstance(rej, CancelRejected) and rej.reason == CXL_UNKNOWN_ORDER
+    assert e.commands == 1
 
 
 def test_wire_events_encode_exactly_as_the_codec_does() -> None:

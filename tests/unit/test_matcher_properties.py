@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from services.matcher.book import NO_ASK, NO_BID
 from services.matcher.engine import Engine, Limits
 from shared.config import Instrument
 from shared.schema import (
@@ -169,6 +170,10 @@ class EngineMachine(RuleBasedStateMachine):
     def never_crossed(self) -> None:
         for book in self.engine.books.values():
             assert not book.is_crossed()
+            assert (book.best_bid(), book.best_ask()) == (
+                max(book.bids, default=None), min(book.asks, default=None))
+            assert book.bid_top == (book.best_bid() or NO_BID)
+            assert book.ask_top == (book.best_ask() or NO_ASK)
 
     @invariant()
     def quantities_add_up(self) -> None:
