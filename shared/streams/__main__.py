@@ -2,6 +2,7 @@
 
     fixlab list [--json]              every stream: length, first and last id, groups, consumers, pending
     fixlab tail STREAM [-n N] [-f]    the last N entries decoded to JSON, one per line; -f follows new ones
+                                      (and waits for a stream that does not exist yet)
     fixlab show STREAM ID             one entry, decoded
     fixlab pending GROUP [STREAM]     a group's pending entries (on every stream that has the group)
 
@@ -85,7 +86,13 @@ def run(argv: list[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> 
             else:
                 _table(rows, out)
         elif args.cmd == "tail":
-            entries = inspect.last_entries(r, args.stream, args.n)
+            if args.follow and not r.exists(args.stream):
+                # A lab session's stream appears when the session starts: wait for it, as tail -F.
+                err.write(f"fixlab: no stream {args.stream!r} yet; waiting for it (Ctrl-C stops)\n")
+                err.flush()
+                entries = []
+            else:
+                entries = inspect.last_entries(r, args.stream, args.n)
             for entry in entries:
                 _dump(entry, out, pretty=False)
             if args.follow:

@@ -237,3 +237,31 @@ def test_the_fixlab_console_script(redis_url: str, busy_bus: dict[str, list[byte
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["pending"] == 2
+
+
+def test_tail_follow_waits_for_a_stream_that_does_not_exist_yet(redis_url: str, r: redis.Redis) -> None:
+    lab = streams.lab_stream("lab-later")
+    env = {**os.environ, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "shared.streams", "tail", lab, "-f"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = _Lines(proc)
+    try:
+        assert proc.stderr is not None
+        assert "waiting for it" in proc.stderr.readline()
+        bus.publish(r, lab, [WireRecord("lab-later", 1, "client", b"8=FIX.4.4\x01", False, 1)], 1000)
+        eventually(lambda: len(lines.drain()) == 1, what="the first entry of the new stream")
+        assert json.loads(lines.got[0])["messages"][0]["lab_id"] == "lab-later"
+        assert set(r.scan_iter()) == {lab.encode()}  # waiting created nothing (no group, no key)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            lines.thread.join(5)
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+    assert proc.returncode == 0
