@@ -85,11 +85,26 @@ def run_component(name: str, module: str, workdir: Path, timeout_s: float) -> di
         result = json.loads(out.read_text())
     except json.JSONDecodeError as exc:
         return {"status": f"wrote invalid JSON: {exc}", "command": shown}
-    headline = ""
-    if isinstance(result, dict):
-        rates = {k: v for k, v in result.items() if "per_s" in k and isinstance(v, (int, float))}
-        headline = ", ".join(f"{k} {v:,.0f}" for k, v in rates.items()) or json.dumps(result)[:300]
+    rates = {k: v for k, v in _flatten(result) if "per_s" in k.rsplit(".", 1)[-1]}
+    headline = ", ".join(f"{k} {v:,.0f}" for k, v in list(rates.items())[:6]) or json.dumps(result)[:300]
     return {"status": "ok", "command": shown, "headline": headline, "result": result}
+
+
+def _flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, float]]:
+    """Numeric leaves of a component's JSON as (dotted.key, number), a few levels deep."""
+    out: list[tuple[str, float]] = []
+    if depth > 5:
+        return out
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:10]):
+            name = v.get("name", i) if isinstance(v, dict) else i
+            out += _flatten(v, f"{prefix}[{name}]", depth + 1)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append((prefix, value))
+    return out
 
 
 def targets(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
