@@ -92,3 +92,8 @@ def shard_events_stream(shard: str, gateway_id: str) -> str:
     publish-and-acknowledge MULTI then touches one slot only.
     """
     return f"{PREFIX}:{{shard-{shard}}}:events:{gateway_id}"
+
+
+def matcher_lease_key(shard: str) -> str:
+    """Which matcher process owns a shard now ("host:pid"), with a TTL the owner keeps renewing."""
+    return f"{PREFIX}:{{shard-{shard}}}:lease"
