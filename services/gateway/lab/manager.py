@@ -98,7 +98,9 @@ class LabManager:
             live = list(self._sessions.values())
         for session in live:
             self._end(session, "the gateway is stopping")
-        for thread in list(self._enders):
+        with self._lock:
+            enders = list(self._enders)
+        for thread in enders:
             thread.join(15)
         self.outbox.stop()
         self.taps.stop()
@@ -308,15 +310,15 @@ class LabManager:
                 log.error("lab %s: the claim on %s lapsed", session.lab_id, session.comp_id)
 
     def _end(self, session: LabSession, reason: str) -> None:
+        thread = threading.Thread(target=self._finish, args=(session, reason),
+                                  name=f"lab-end-{session.lab_id}", daemon=True)
         with self._lock:
             if session.lab_id in self._ending or session.lab_id not in self._sessions:
                 return
             self._ending.add(session.lab_id)
-        thread = threading.Thread(target=self._finish, args=(session, reason),
-                                  name=f"lab-end-{session.lab_id}", daemon=True)
-        self._enders = [t for t in self._enders if t.is_alive()]
-        self._enders.append(thread)
-        thread.start()
+            self._enders = [t for t in self._enders if t.is_alive()]
+            self._enders.append(thread)
+            thread.start()  # under the lock, so stop() never joins a thread not yet started
 
     def _finish(self, session: LabSession, reason: str) -> None:
         try:

@@ -61,7 +61,10 @@ class Outbox:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Write what is queued (waiting up to ``timeout`` through a Redis outage), then stop."""
-        self._queue.put(None)
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:  # Redis has been away long enough to fill the queue: give up on it
+            self._stopping.set()
         self._thread.join(timeout)
         self._stopping.set()
         self._thread.join(1.0)
