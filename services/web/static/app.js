@@ -118,10 +118,31 @@ function summary(m) {
   return parts.join(" · ");
 }
 
+// Wire messages are rendered in batches, one layout per batch: a busy wire (hundreds of messages
+// a second) never reads layout once per message.
+let pendingWire = [];
 function onWire(m) {
+  if (m.source === "client" && !m.withheld) S.lastClientSent = Date.now();
+  pendingWire.push(m);
+  if (pendingWire.length === 1) setTimeout(flushWire, 16);
+}
+
+function flushWire() {
+  const batch = pendingWire;
+  pendingWire = [];
   const empty = $("wire-empty");
   if (empty) empty.remove();
-  if (m.source === "client" && !m.withheld) S.lastClientSent = Date.now();
+  const wire = $("wire");
+  const atBottom = wire.scrollHeight - wire.scrollTop - wire.clientHeight < 40;
+  const frag = document.createDocumentFragment();
+  for (const m of batch) frag.append(wireRow(m));
+  wire.append(frag);
+  S.wireCount += batch.length;
+  while (S.wireCount > MAX_WIRE) { wire.firstElementChild.remove(); S.wireCount--; }
+  if (atBottom) wire.scrollTop = wire.scrollHeight;
+}
+
+function wireRow(m) {
   const hideHb = $("hide-hb").checked;
   const row = el("div", `msg ${m.source} ${m.category}${m.withheld ? " withheld" : ""}${m.problems.length ? " problem" : ""}`);
   row.dataset.type = m.msg_type;
@@ -147,12 +168,7 @@ function onWire(m) {
   });
   card.addEventListener("keydown", (ev) => { if (ev.key === "Enter") toggleDetails(card, m); });
   row.append(card);
-  const wire = $("wire");
-  const atBottom = wire.scrollHeight - wire.scrollTop - wire.clientHeight < 40;
-  wire.append(row);
-  S.wireCount++;
-  if (S.wireCount > MAX_WIRE) { wire.firstElementChild.remove(); S.wireCount--; }
-  if (atBottom) wire.scrollTop = wire.scrollHeight;
+  return row;
 }
 
 function toggleDetails(card, m) {
@@ -189,6 +205,7 @@ function toggleDetails(card, m) {
 function setStatus(kind, text) { const s = $("status"); s.textContent = text; s.className = `pill ${kind}`; }
 
 function divider(text) {
+  if (pendingWire.length) flushWire();
   const wire = $("wire");
   const empty = $("wire-empty");
   if (empty) empty.remove();
