@@ -11,7 +11,8 @@ from types import FrameType
 from services.matcher.config import load
 from services.matcher.service import MatcherService, RecoveryError
 from shared import logs
-from shared.config import ConfigError
+from shared.bus import REDIS_ERRORS
+from shared.config import ConfigError, redact_url
 
 log = logging.getLogger("services.matcher")
 
@@ -38,6 +39,9 @@ def main() -> int:
     except RecoveryError as exc:
         log.error("cannot recover: %s", exc)
         return 3
+    except REDIS_ERRORS as exc:
+        log.error("redis unavailable at %s: %s", redact_url(settings.common.redis_url), exc)
+        return 1
     return 0
 
 

@@ -30,6 +30,7 @@ class MatcherSettings:
     snapshot_seconds: float  # and at most this long between snapshots while commands arrive
     depth_levels: int
     health_interval_s: float
+    lease_seconds: float  # a killed matcher's lease expires after this (at once on the same host)
 
     @property
     def instruments(self) -> tuple[Instrument, ...]:
@@ -55,6 +56,7 @@ def load(env: Mapping[str, str] | None = None) -> MatcherSettings:
         snapshot_seconds=env_float(env, ENV_PREFIX + "MATCHER_SNAPSHOT_SECONDS", 30.0, lo=0.0),
         depth_levels=env_int(env, ENV_PREFIX + "MATCHER_DEPTH_LEVELS", 10, lo=1, hi=1000),
         health_interval_s=env_float(env, ENV_PREFIX + "MATCHER_HEALTH_SECONDS", 2.0, lo=0.1),
+        lease_seconds=env_float(env, ENV_PREFIX + "MATCHER_LEASE_SECONDS", 6.0, lo=0.5),
     )
     if not settings.instruments:
         known = ", ".join(f"{i.symbol}:{i.shard}" for i in common.instruments)

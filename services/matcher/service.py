@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ import redis
 
 from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
+from services.matcher.lease import Lease
 from shared import bus, streams
 from shared.bus import Effects, Entry, StreamConsumer, id_after
 from shared.clock import now_ns
@@ -42,6 +44,12 @@ from shared.schema import (
 log = logging.getLogger(__name__)
 
 REPLAY_CHUNK = 1000  # entries per XRANGE while replaying
+
+
+def _exit_now(why: str) -> None:
+    # Another process may own the shard now: not one more commit from this one.
+    log.critical("lost the shard lease (%s): exiting at once", why)
+    os._exit(4)
 
 
 class RecoveryError(RuntimeError):
@@ -101,6 +109,8 @@ class MatcherService:
         self._snapshot_at = time.monotonic()
         self._last_handled: bytes | None = None
         self._rate_mark = (time.monotonic(), 0)
+        self.lease_holder: str | None = None  # default: "host:pid"
+        self.lease: Lease | None = None
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-")
@@ -271,16 +281,27 @@ class MatcherService:
             out["pending"] = int(pending["pending"])
         return out
 
-    def run(self, stop: threading.Event) -> None:
-        """Recover, then consume until ``stop`` is set; store a last snapshot on a clean stop."""
-        self.recover()
-        health = HealthReporter(self.r, "matcher", self.shard, self.counters,
-                                interval_s=self.settings.health_interval_s).start()
+    def run(self, stop: threading.Event, on_lease_lost: Callable[[str], None] | None = None) -> None:
+        """Take the shard's lease, recover, then consume until ``stop`` is set.
+
+        On a clean stop the last state is stored as a snapshot, so the next start replays nothing.
+        """
+        self.lease = lease = Lease(self.r, streams.matcher_lease_key(self.shard),
+                                   ttl_s=self.settings.lease_seconds, holder=self.lease_holder)
+        if not lease.acquire(stop):
+            return
+        lease.keep(on_lease_lost or _exit_now)
         try:
-            self.consumer.run(self.handle, stop)
-            self._final_snapshot()
+            self.recover()
+            health = HealthReporter(self.r, "matcher", self.shard, self.counters,
+                                    interval_s=self.settings.health_interval_s).start()
+            try:
+                self.consumer.run(self.handle, stop)
+                self._final_snapshot()
+            finally:
+                health.stop()
         finally:
-            health.stop()
+            lease.release()
         log.info("matcher shard %s stopped after %d commands", self.shard, self.engine.commands)
 
     def _final_snapshot(self) -> None:
