@@ -83,5 +83,6 @@ def test_silent_against_the_gateway(stack: Stack) -> None:
     command(r, stack.gateway_id, lab.lab_id, "silent")
     lab.wait_wire("exchange", "1", timeout=20)
     end = lab.wait_status("ended", timeout=30)
-    assert end.text
+    assert "silent" in end.text
+    assert end.exchange_next_target_seq < end.next_sender_seq
     assert stack.gateway.poll() is None  # the gateway is still up

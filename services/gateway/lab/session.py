@@ -137,6 +137,10 @@ class LabSession(fix.Application):
         return fix.Session.lookupSession(self._sid)
 
     def _refresh_seqs(self) -> None:
+        # After a Logout or disconnect the engine resets its numbers (ResetOnLogout/-Disconnect):
+        # the numbers the session ended with are the ones to show.
+        if self.status not in (CONNECTING, LOGGED_ON):
+            return
         session = self._session()
         if session is not None:
             self._seqs = (session.getExpectedSenderNum(), session.getExpectedTargetNum())
@@ -264,5 +268,11 @@ class LabSession(fix.Application):
 
     def on_tap_closed(self, reason: str) -> None:
         """The tap's connection ended (the exchange gave up, or the engine disconnected)."""
-        if not self.text and not self.logging_out:
-            self.text = reason if self.status != CONNECTING else f"could not log on: {reason}"
+        if self.text or self.logging_out:
+            return
+        if self.status == CONNECTING:
+            self.text = f"could not log on: {reason}"
+        elif self.tap.silent and reason.startswith("the exchange"):
+            self.text = "the exchange heard nothing from the silent session and closed the connection"
+        else:
+            self.text = reason
