@@ -11,6 +11,7 @@ import argparse
 import importlib.util
 import json
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so every stack and baseline started so far is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     wanted = [n.strip() for n in args.runs.split(",") if n.strip()]
     known = {s.name: s for s in STANDARD}
     unknown = [n for n in wanted if n not in known]

@@ -4,6 +4,7 @@ suite end to end at a tiny scale: fresh stacks and baselines started and stopped
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from services.bench.procs import base_env
 from tests.gateway_stack import gateway_stack, matcher_available
+from tests.helpers import eventually
 
 pytestmark = [
     pytest.mark.integration,
@@ -66,3 +68,47 @@ def test_the_suite_at_a_tiny_scale(tmp_path: Path) -> None:
     table = (results / "results.md").read_text()
     assert "| latency | 1 | 1 | 40 | 40 | 0 | 0 |" in table
     assert doc["targets"] and all(t["run"] == "latency" for t in doc["targets"])
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_stops_the_suite_and_everything_it_started(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.bench.suite", "--runs", "latency", "--scale", "5",
+         "--no-baseline", "--no-components", "--results-dir", str(tmp_path)],
+        env=base_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "fresh exchange" in line:
+                break
+        # redis-server, matcher, gateway and the bench process itself, all running
+        kids = eventually(lambda: (k if len(k := _children(proc.pid)) >= 4 else None), timeout=60,
+                          what="the stack and the bench started")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 143
+        eventually(lambda: not any(_alive(k) for k in kids), timeout=30, what="every child stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
