@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from services.stack import stack_specs
 from shared.redis_server import RedisServer, free_port
 
 
@@ -100,8 +101,9 @@ class Baseline:
 
 
 class Stack:
-    """A fresh exchange: its own redis-server, then matcher and gateway as ``make run`` starts them
-    (``python -m services.NAME``, configured from the environment), FIX on a free loopback port."""
+    """A fresh exchange: its own redis-server, then matcher and gateway from ``make run``'s own list
+    (services.stack: ``python -m services.NAME``, configured from the environment), FIX on a free
+    loopback port. The web service is left out: nothing here reads the market stream."""
 
     SERVICES = ("matcher", "gateway")
 
@@ -121,9 +123,14 @@ class Stack:
         try:
             env = base_env({"REDIS_URL": self.redis.url, "FIXLAB_FIX_PORT": str(self.fix_port),
                             "FIXLAB_FIX_HOST": "127.0.0.1", "FIXLAB_RUN_DIR": str(self.workdir / "run")})
+            specs = {s.name: s for s in stack_specs(self.python)}
+            missing = [name for name in self.SERVICES if name not in specs]
+            if missing:
+                raise RuntimeError(f"services not in this checkout: {', '.join(missing)}")
             for name in self.SERVICES:
-                self.children.append(Child(name, (self.python, "-m", f"services.{name}"), env,
-                                           self.workdir / f"{name}.log"))
+                spec = specs[name]
+                log_path = self.workdir / f"{name}.log"
+                self.children.append(Child(name, spec.argv, {**env, **spec.env}, log_path))
             wait_port("127.0.0.1", self.fix_port, self.children, 60)
         except BaseException:
             self.__exit__()
