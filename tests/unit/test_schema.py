@@ -16,8 +16,12 @@ def _sample(cls: type[schema.Message]) -> schema.Message:
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         t = str(f.type)
-        if f.name == "orders":
+        if t == "tuple[LabOrder, ...]":
             values[f.name] = (schema.LabOrder("c1", "ACORN.LAB", 1, "100.00", 5, 2, 3, "1"),)
+        elif t == "tuple[int, ...]":
+            values[f.name] = (1, 2, 30_000_000_000)
+        elif t == "tuple[tuple[Any, ...], ...]":
+            values[f.name] = (("o1", "S", 3, ("x", 1)), ())
         elif f.name in ("bids", "asks"):
             values[f.name] = ((10000, 5, 2), (9999, 1, 1))
         elif t == "int":
