@@ -70,9 +70,10 @@ class Hub:
             page.send(msg)
 
     def health_counters(self) -> dict[str, int]:
-        self.labs = {lab for lab in self.labs if lab.live or lab.page is not None}
-        return {"pages": len(self.pages), "labs_live": sum(1 for lab in self.labs if lab.live),
-                **self.counters}
+        # Runs on the reporter's thread: read copies only (list() of a set is one C call).
+        labs = list(self.labs)
+        return {"pages": len(self.pages), "labs_live": sum(1 for lab in labs if lab.live),
+                **dict(self.counters)}
 
     async def market_feed(self) -> None:
         """Follow the market stream for every page; start from each book's latest depth."""
@@ -128,9 +129,8 @@ class Hub:
         live = health.instances(r)
         groups = [g for info in bus for g in info["groups"]]
         return {
-            "web": {"pages": len(self.pages), "labs_live": sum(1 for lab in self.labs if lab.live),
-                    "pages_by_address_max": max(self.limiter.by_address.values(), default=0),
-                    **self.counters},
+            "web": {**self.health_counters(),
+                    "pages_by_address_max": max(list(self.limiter.by_address.values()), default=0)},
             "limits": self.limits(),
             # The matchers count commands per second themselves (their health reports).
             "orders_per_s": round(_sum(live, "matcher", "orders_per_s"), 1),

@@ -115,6 +115,8 @@ class LabLink:
                 if (self.page is None or self.logout_wanted) and self.gateway_id is not None \
                         and not self.logout_sent:
                     await self._logout()
+                if self.state is not None and self.state.status == "ended":
+                    return  # the gateway's last word on this session
                 if self.state is not None and not self.live and self.page is None:
                     return
         finally:
@@ -221,6 +223,9 @@ class Page:
             if self.lab is not None and self.lab.live:
                 raise CommandError("One FIX session per page: this page's session is still open. "
                                    "Log out first.")
+            if self.lab is not None:
+                self.lab.page = None  # a finished session's last records must not mix with the new one
+            self.hub.labs = {lab for lab in self.hub.labs if lab.task is None or not lab.task.done()}
             self.lab = LabLink(self.hub, self)
             self.hub.labs.add(self.lab)
             await self.lab.start(self.address)

@@ -118,6 +118,26 @@ def _status(r: redis.Redis, lab_id: str) -> str:
     return status
 
 
+def test_bots_quote_a_level_again_after_it_trades(lab: Lab) -> None:
+    c = Client(lab.web.ws_url)
+    try:
+        c.send({"op": "logon"})
+        c.wait("state", lambda m: m["status"] == "logged_on", timeout=20)
+        def whole(m: dict[str, Any]) -> bool:
+            return bool(m["symbol"] == "BIRCH.LAB" and len(m["asks"]) >= 6)
+
+        full = eventually(lambda: c.wait("depth", whole, timeout=1), timeout=30, what="the bots' ladder")
+        price, qty, _ = full["asks"][0]
+        c.got.clear()
+        c.send({"op": "order", "symbol": "BIRCH.LAB", "side": "buy", "price": price, "qty": qty})
+        c.wait("trade", lambda m: m["symbol"] == "BIRCH.LAB" and m["price"] == price, timeout=15)
+        c.wait("depth", lambda m: m["symbol"] == "BIRCH.LAB" and all(a[0] != price for a in m["asks"]))
+        c.wait("depth", lambda m: m["symbol"] == "BIRCH.LAB" and bool(m["asks"]) and m["asks"][0][0] == price,
+               timeout=15)
+    finally:
+        c.close()
+
+
 def test_status_view_counts_the_stack(lab: Lab) -> None:
     def status() -> dict[str, Any]:
         return dict(httpx.get(f"{lab.web.url}/api/status", timeout=10).json())

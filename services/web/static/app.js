@@ -257,7 +257,9 @@ function updateButtons() {
 function fmt(s) { s = Math.max(0, Math.round(s)); return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`; }
 
 function tick() {
-  $("st-left").textContent = S.expiresAt ? fmt((S.expiresAt - Date.now()) / 1000) : "–";
+  const left = S.expiresAt ? (S.expiresAt - Date.now()) / 1000 : null;
+  $("st-left").textContent = left === null ? "–" : `${fmt(left)}${left < 60 ? " — the exchange logs you out at 0:00" : ""}`;
+  $("st-left").className = left !== null && left < 60 ? "mono warn" : "mono";
   const box = $("silence");
   if (S.state && S.state.silent && S.live && S.heartbeat) {
     const base = S.lastClientSent || S.silentSince;
