@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from shared import streams
+from shared.schema import SessionEnded, decode_batch
 from tests.gateway_stack import Stack, gateway_stack, matcher_available
 from tests.helpers import eventually
 from tests.integration.test_lab_support import Lab, command, start_lab, tags
@@ -57,7 +59,12 @@ def test_two_lab_sessions_trade_with_each_other(stack: Stack) -> None:
     eventually(lambda: (s := seller.state()) and s.orders == (), what="seller's order done")
     command(r, stack.gateway_id, buyer.lab_id, "logout")
     buyer.wait_wire("exchange", "5")
-    assert buyer.wait_status("ended").text
+    end = buyer.wait_status("ended")
+    assert end.text
+    # The acceptor tells the matcher the session ended, so its resting 2 are cancelled.
+    eventually(lambda: any(isinstance(m, SessionEnded) and m.session == end.comp_id
+                           for _, f in r.xrange(streams.orders_stream("0"))  # type: ignore[union-attr]
+                           for m in decode_batch(f[streams.BATCH_FIELD])), what="SessionEnded")
 
 
 def test_drop_next_against_the_gateway(stack: Stack) -> None:

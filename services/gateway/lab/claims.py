@@ -38,6 +38,8 @@ return 0
 
 
 class CompIdClaims:
+    """Claim, renew and release lab CompIDs of the pool, atomically across gateways."""
+
     def __init__(self, r: redis.Redis, ttl_s: int, pool: Sequence[str] = LAB_COMP_IDS) -> None:
         self.r = r
         self.ttl_ms = ttl_s * 1000

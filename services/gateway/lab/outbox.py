@@ -33,6 +33,8 @@ class _Item:
 
 
 class Outbox:
+    """The one ordered writer of every lab stream (see the module docstring)."""
+
     def __init__(self, r: redis.Redis, maxlen: int) -> None:
         self.r = r
         self.maxlen = maxlen

@@ -17,6 +17,8 @@ def _int(value: str | None) -> int | None:
 
 
 class ExchangeSeqs:
+    """The exchange's next MsgSeqNum to send and to expect, from the messages the tap forwarded."""
+
     def __init__(self) -> None:
         self.next_sender = 1  # the next MsgSeqNum the exchange sends
         self.next_target = 1  # the next MsgSeqNum the exchange expects from the client

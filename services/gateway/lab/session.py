@@ -72,6 +72,8 @@ def message_fields(msg: fix.Message) -> dict[int, str]:
 
 
 class LabSession(fix.Application):
+    """One visitor's initiator session and what the lab knows about it (orders, both ends' numbers)."""
+
     def __init__(self, lab_id: str, comp_id: str, gateway_id: str, settings: LabSettings,
                  tap: Tap, emit: Emit, on_down: Callable[[LabSession, str], None]) -> None:
         super().__init__()

@@ -18,6 +18,8 @@ def default_dictionary() -> str:
 
 @dataclass(frozen=True, slots=True)
 class LabSettings:
+    """The lab sessions' settings (FIXLAB_LAB_*); ``from_env`` reads and checks them once."""
+
     heartbeat_s: int = 6  # HeartBtInt of every lab session: a silent one ends within ~2.4x this
     lifetime_s: float = 600.0  # a lab session logs out after this long
     max_sessions: int = 20  # live lab sessions per gateway
