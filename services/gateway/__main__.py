@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -51,7 +52,13 @@ def main() -> int:
     while not stop.wait(1.0):
         pass
     gateway.stop()
-    return 0
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is flushed and every session logged out. Skip interpreter teardown: destroying
+    # the SWIG-wrapped acceptor and its director Application in arbitrary order segfaults
+    # (quickfix 1.16.0), which would turn a clean stop into exit code -11.
+    os._exit(0)
 
 
 if __name__ == "__main__":
