@@ -134,10 +134,11 @@ class MatcherService:
         else:
             self.engine = self._new_engine()
         self.last_snapshot_id = covered
+        self._last_handled = None
         applied_raw: Any = self.r.get(self.consumer.applied_key)
         applied = applied_raw.decode() if applied_raw is not None else covered
         self._check_not_trimmed(covered, applied)
-        replayed = 0
+        replayed = replayed_commands = 0
         start = covered
         while id_after(applied, start):
             rows: Any = self.r.xrange(self.stream, min=f"({start}", max=applied, count=REPLAY_CHUNK)
@@ -148,8 +149,12 @@ class MatcherService:
                 if cmds:
                     self.engine.apply_batch(cmds)  # events discarded: they were published
                 replayed += 1
+                replayed_commands += len(cmds)
             start = rows[-1][0].decode()
         self.replayed = replayed
+        self._since_snapshot = replayed_commands  # a clean stop then stores them in a snapshot
+        if id_after(applied, "0-0"):
+            self._last_handled = applied.encode()
         log.info("recovered shard %s: snapshot at %s, replayed %d entries up to %s, %d resting orders, "
                  "%.2fs", self.shard, covered, replayed, applied, self.engine.resting_orders,
                  time.monotonic() - started)
@@ -191,6 +196,11 @@ class MatcherService:
 
     def handle(self, batch: list[Entry]) -> Effects:
         """Apply a batch of entries; return its events (and maybe a snapshot) as effects."""
+        if self._last_handled is not None and not id_after(batch[0][0], self._last_handled):
+            # Entries come in id order, each once: an old one again means Redis lost acknowledged
+            # writes (a crash without fsync). Our state is ahead of the bus: rebuild from it.
+            raise RecoveryError(f"{self.stream} handed out {batch[0][0].decode()} again, after "
+                                f"{self._last_handled.decode()} was applied: restart to rebuild")
         cmds: list[Any] = []
         for _, msgs in batch:
             cmds.extend(msgs)

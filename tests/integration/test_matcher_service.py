@@ -166,6 +166,20 @@ def test_clean_restart_continues_from_the_final_snapshot(redis_url: str) -> None
     assert_same_as_in_process(r, settings, cmds)
 
 
+def test_entries_handed_out_again_stop_the_matcher(redis_url: str) -> None:
+    # What Redis does after losing acknowledged writes (a crash between fsyncs): it hands out
+    # entries the matcher already applied. The matcher must not dedupe them into silence.
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url)
+    ids = write(r, random_commands(16, 200))
+    running = Running(settings)
+    with pytest.raises(RecoveryError, match="again"), running:
+        eventually(lambda: applied(r) == ids[-1].decode(), what="entries applied")
+        r.xgroup_setid(ORDERS, streams.MATCHER_GROUP, "0")
+        eventually(lambda: not running.thread.is_alive(), what="the matcher stopping")
+    assert r.get(streams.matcher_lease_key("0")) is None
+
+
 def run_without_final_snapshot(settings: MatcherSettings, last_id: bytes) -> MatcherService:
     """Consume up to ``last_id`` and stop without the clean-stop snapshot (as a crash would)."""
     service = MatcherService(settings)
