@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import redis
 
@@ -25,19 +25,25 @@ from shared.schema import Command, NewOrder, SessionEnded, encode_wire_batch
 log = logging.getLogger(__name__)
 
 
+# What the engine threads hand over: a received message's text with its receive time (the writer
+# translates it), or a command built on the spot (SessionEnded).
+Item = tuple[str, int] | Command
+Translate = Callable[[str, int], Command | None]
+
+
 class CommandQueue:
     """A bounded FIFO between the engine threads and the writer; cheap on the put side."""
 
     def __init__(self, maxlen: int) -> None:
         self.maxlen = maxlen
-        self._items: deque[Command] = deque()
+        self._items: deque[Item] = deque()
         self._wake = threading.Event()
         self._idle = False
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def put(self, cmd: Command) -> bool:
+    def put(self, cmd: Item) -> bool:
         """Append ``cmd``; False when the queue is full (the caller refuses the order)."""
         if len(self._items) >= self.maxlen:
             return False
@@ -55,7 +61,7 @@ class CommandQueue:
     def wake(self) -> None:
         self._wake.set()
 
-    def take(self, max_items: int, timeout_s: float) -> list[Command]:
+    def take(self, max_items: int, timeout_s: float) -> list[Item]:
         """Return up to ``max_items`` commands, waiting up to ``timeout_s`` for the first."""
         items = self._items
         if not items:
@@ -74,9 +80,10 @@ class Writer:
     """Publishes queued commands to the orders stream of each command's shard."""
 
     def __init__(self, conn: RespConnection, queue: CommandQueue, instruments: Iterable[Instrument],
-                 maxlen: int, *, max_batch: int = 5000, linger_above: int = 16,
+                 maxlen: int, translate: Translate, *, max_batch: int = 5000, linger_above: int = 16,
                  linger_s: float = 0.0005) -> None:
         self.conn = conn
+        self.translate = translate
         self.queue = queue
         self.maxlen = maxlen
         self.max_batch = max_batch
@@ -104,11 +111,25 @@ class Writer:
             self._abandon.set()
             self._thread.join(1.0)
 
-    def group(self, batch: list[Command]) -> dict[str, list[tuple[object, ...]]]:
-        """Commands in wire form by orders stream, in arrival order; SessionEnded goes to every shard."""
+    def group(self, batch: list[Item]) -> tuple[dict[str, list[tuple[object, ...]]], int]:
+        """Commands in wire form by orders stream, in arrival order, and how many there are.
+
+        Received messages are translated here (refusals are answered and dropped); SessionEnded
+        goes to every shard.
+        """
         out: dict[str, list[tuple[object, ...]]] = {}
         stream_of = self.stream_of
-        for cmd in batch:
+        translate = self.translate
+        count = 0
+        for item in batch:
+            if isinstance(item, tuple):
+                translated = translate(*item)
+                if translated is None:
+                    continue
+                cmd: Command = translated
+            else:
+                cmd = item
+            count += 1
             wire = to_wire(cmd)
             if isinstance(cmd, SessionEnded):
                 for stream in self.all_streams:
@@ -120,16 +141,19 @@ class Writer:
                 out[stream] = [wire]
             else:
                 msgs.append(wire)
-        return out
+        return out, count
 
-    def flush(self, batch: list[Command]) -> bool:
+    def flush(self, batch: list[Item]) -> bool:
         """Publish ``batch``, retrying through Redis outages; False when stopped with it unsent."""
-        entries = [(stream, encode_wire_batch(msgs)) for stream, msgs in self.group(batch).items()]
+        grouped, count = self.group(batch)
+        if not grouped:
+            return True
+        entries = [(stream, encode_wire_batch(msgs)) for stream, msgs in grouped.items()]
         delay = 0.05
         while True:
             try:
                 self.conn.xadd_batches(entries, self.maxlen)
-                self.published += len(batch)
+                self.published += count
                 self.entries += len(entries)
                 return True
             except redis.RedisError as exc:

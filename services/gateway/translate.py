@@ -12,6 +12,7 @@ Prices on the wire are decimals; inside they are integer ticks, converted with D
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ class Translator:
         self._default_tick = next(iter(self.instruments.values())).tick
         self.reply_to = reply_to
         self.id_prefix = id_prefix or reply_to
-        self._next_exec = 0
+        self._exec_ids = itertools.count(1)  # next() is atomic under the GIL: two threads use it
         self._ticks_cache: dict[tuple[str, str], int | str] = {}
         self._price_cache: dict[tuple[str, int], str] = {}
         self._time_sec = -1
@@ -218,8 +219,7 @@ class Translator:
         return Refusal(session, self._cancel_reject_body(f, response_to, CXL_OTHER, text, ts), text)
 
     def _exec_id(self) -> str:
-        self._next_exec += 1
-        return f"{self.id_prefix}-{self._next_exec}"
+        return f"{self.id_prefix}-{next(self._exec_ids)}"
 
     def _reject_body(self, f: dict[str, str], reason: int, text: str, ts: int) -> str:
         # Echo what the client sent (as text, even when it is not valid here) so it can match the reply.

@@ -99,3 +99,37 @@ def test_queue_wakes_a_waiting_taker() -> None:
     q.put(_order(7))
     t.join(10)
     assert not t.is_alive() and got == [7]
+
+
+def test_writer_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> None:
+    from decimal import Decimal
+
+    from services.gateway.intake import Writer, to_wire
+    from services.gateway.resp import RespConnection
+    from services.gateway.translate import Translator, split_fields
+    from shared import streams
+    from shared.config import Instrument
+    from shared.schema import SessionEnded, encode_batch, encode_wire_batch
+
+    insts = [Instrument("ACORN.LAB", 10_000, Decimal("0.01"), "a"),
+             Instrument("BIRCH.LAB", 2_500, Decimal("0.01"), "b")]
+    tr = Translator(insts, "gw")
+
+    def translate(raw: str, ts: int) -> NewOrder | None:
+        cmd = tr.command("D", split_fields(raw), ts)
+        return cmd if isinstance(cmd, NewOrder) else None
+
+    writer = Writer(RespConnection("redis://127.0.0.1:1/0"), CommandQueue(10), insts, 1000, translate)
+    nos = "35=D\x0149=S\x0134=3\x0111={}\x0155={}\x0154=1\x0138=1\x0140=2\x0144={}\x01"
+    ended = SessionEnded("S", "gw", 9)
+    grouped, count = writer.group([(nos.format("a1", "ACORN.LAB", "100.00"), 5),
+                                   (nos.format("bad", "ACORN.LAB", "100.001"), 6),  # refused: dropped
+                                   (nos.format("b1", "BIRCH.LAB", "25.00"), 7), ended])
+    assert count == 3
+    a, b = streams.orders_stream("a"), streams.orders_stream("b")
+    assert set(grouped) == {a, b}
+    assert [w[2] for w in grouped[a][:1]] == ["a1"] and grouped[a][1] == to_wire(ended)
+    assert [w[2] for w in grouped[b][:1]] == ["b1"] and grouped[b][1] == to_wire(ended)
+    # The wire form is byte for byte what the schema's own encoder writes.
+    order = NewOrder("S", "a1", "ACORN.LAB", 1, 10_000, 1, 0, "gw", 3, 5)
+    assert encode_wire_batch([to_wire(order), to_wire(ended)]) == encode_batch([order, ended])
