@@ -121,15 +121,17 @@ class MatcherService:
         """Rebuild the engine: the latest snapshot, then the acknowledged entries after it."""
         started = time.monotonic()
         bus.wait_for_redis(self.r, timeout_s=30)
-        self.consumer.ensure()
         raw: Any = self.r.get(self.snapshot_key)
         covered = "0-0"
         if raw is not None:
-            snap = decode(raw)
-            if not isinstance(snap, MatcherSnapshot) or snap.shard != self.shard:
-                raise RecoveryError(f"{self.snapshot_key} does not hold shard {self.shard}'s snapshot")
-            self.engine = Engine.restore(snap, self.settings.instruments, limits=self.limits,
-                                         id_prefix=f"{self.shard}-")
+            try:
+                snap = decode(raw)
+                if not isinstance(snap, MatcherSnapshot) or snap.shard != self.shard:
+                    raise RecoveryError(f"{self.snapshot_key} does not hold shard {self.shard}'s snapshot")
+                self.engine = Engine.restore(snap, self.settings.instruments, limits=self.limits,
+                                             id_prefix=f"{self.shard}-")
+            except (SchemaError, ValueError, KeyError, TypeError) as exc:
+                raise RecoveryError(f"{self.snapshot_key} cannot be restored: {exc}") from None
             covered = snap.last_id
         else:
             self.engine = self._new_engine()
@@ -137,6 +139,8 @@ class MatcherService:
         self._last_handled = None
         applied_raw: Any = self.r.get(self.consumer.applied_key)
         applied = applied_raw.decode() if applied_raw is not None else covered
+        # A group created now (first start, or deleted by hand) starts after what was applied.
+        bus.ensure_group(self.r, self.stream, streams.MATCHER_GROUP, start_id=applied)
         self._check_not_trimmed(covered, applied)
         replayed = replayed_commands = 0
         start = covered

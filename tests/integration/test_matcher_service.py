@@ -180,6 +180,27 @@ def test_entries_handed_out_again_stop_the_matcher(redis_url: str) -> None:
     assert r.get(streams.matcher_lease_key("0")) is None
 
 
+def test_a_lost_consumer_group_does_not_replay_applied_entries(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url)
+    cmds = random_commands(17, 1200)
+    ids = write(r, cmds[:600])
+    with Running(settings):
+        eventually(lambda: applied(r) == ids[-1].decode(), what="first part applied")
+    r.xgroup_destroy(ORDERS, streams.MATCHER_GROUP)
+    ids += write(r, cmds[600:])
+    with Running(settings):
+        eventually(lambda: applied(r) == ids[-1].decode(), what="second part applied")
+    assert_same_as_in_process(r, settings, cmds)
+
+
+def test_a_corrupt_snapshot_is_refused(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    r.set(streams.snapshot_key("0"), b"\x93not a snapshot")
+    with pytest.raises(RecoveryError, match="cannot be restored"):
+        MatcherService(settings_for(redis_url)).recover()
+
+
 def run_without_final_snapshot(settings: MatcherSettings, last_id: bytes) -> MatcherService:
     """Consume up to ``last_id`` and stop without the clean-stop snapshot (as a crash would)."""
     service = MatcherService(settings)
