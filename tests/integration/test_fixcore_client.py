@@ -30,6 +30,7 @@ class Recorder(Application):
         self.dd = dd
         self.messages: list[Message] = []
         self.violations: list[str] = []
+        self.unlisted: dict[str, set[int]] = {}  # msg type -> body tags its definition does not list
         self.logged_on = asyncio.Event()
         self.arrived = asyncio.Event()
 
@@ -39,6 +40,11 @@ class Recorder(Application):
                              check_user_defined=True)
         except InvalidMessage as exc:
             self.violations.append(f"{message.msg_type}: {exc}: {message!r}")
+        definition = self.dd.message(message.msg_type)
+        if definition is not None:
+            extra = set(message.body) - definition.all_fields
+            if extra:
+                self.unlisted.setdefault(message.msg_type, set()).update(extra)
         self.messages.append(message)
         self.arrived.set()
 
@@ -148,6 +154,12 @@ def test_fixcore_client_trades_and_every_message_it_receives_passes_the_dictiona
         types = {m.msg_type for m in rec.messages}
         assert "8" in types
     assert {"8", "9"} <= {m.msg_type for m in buyer.messages}
+    # The one field the stock FIX 4.4 dictionary does not list for its message type: TrdMatchID
+    # (880) on fills, which the exchange sends by design (FIX 5.0 added it to ExecutionReport).
+    # A strict QuickFIX client needs AllowUnknownMsgFields=Y for it (README).
+    for rec in (buyer, seller):
+        assert rec.unlisted == {"8": {880}}
+        assert all(m.msg_type != "8" or m.get(150) == "F" for m in rec.messages if 880 in m.body)
     # fixcore's own session layer validated them too: it logs every Reject it would send.
     logs = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
     assert logs and not any("Rejecting" in text for text in logs)
