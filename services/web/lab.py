@@ -226,10 +226,11 @@ class Page:
             if self.lab is not None:
                 self.lab.page = None  # a finished session's last records must not mix with the new one
             self.hub.labs = {lab for lab in self.hub.labs if lab.task is None or not lab.task.done()}
-            self.lab = LabLink(self.hub, self)
-            self.hub.labs.add(self.lab)
-            await self.lab.start(self.address)
-            self.send({"type": "logon_sent", "lab_id": self.lab.lab_id, "id": cmd.id})
+            link = LabLink(self.hub, self)
+            await link.start(self.address)  # a Redis error here leaves the page free to try again
+            self.lab = link
+            self.hub.labs.add(link)
+            self.send({"type": "logon_sent", "lab_id": link.lab_id, "id": cmd.id})
             return
         lab = self.lab
         if lab is None or not lab.live:

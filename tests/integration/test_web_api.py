@@ -19,6 +19,7 @@ from websockets.exceptions import ConnectionClosed
 
 from shared import streams
 from shared.bus import publish
+from shared.redis_server import RedisServer
 from shared.schema import Depth, LabCommand, LabStart, LabState, Trade, WireRecord, decode_batch
 from tests.e2e.webstack import Client, WebProcess, web_process
 from tests.helpers import eventually
@@ -243,3 +244,23 @@ def test_status_view_lists_streams_and_instances(web: WebProcess, r: redis.Redis
     assert page.status_code == 200 and "The bus" in page.text
     index = httpx.get(f"{web.url}/", timeout=10)
     assert index.status_code == 200 and "FIX Lab" in index.text
+
+
+def test_redis_outage_is_an_error_on_the_page_then_recovers(fresh_redis: RedisServer) -> None:
+    with web_process(fresh_redis.url) as w:
+        c = Client(w.ws_url)
+        try:
+            c.wait("hello")
+            fresh_redis.stop()
+            c.send({"op": "logon"})
+            assert c.wait("error", lambda m: m["code"] == "unavailable", timeout=30)
+            fresh_redis.start()
+            r = redis.Redis.from_url(fresh_redis.url)
+            try:
+                c.send({"op": "logon"})
+                lab_id = c.wait("logon_sent", timeout=30)["lab_id"]
+                assert eventually(lambda: [s for s in lab_starts(r) if s.lab_id == lab_id], what="LabStart")
+            finally:
+                r.close()
+        finally:
+            c.close()
