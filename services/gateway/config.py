@@ -36,7 +36,6 @@ class GatewaySettings:
     fix_host: str  # address the acceptor binds
     fix_port: int
     sessions_file: Path | None  # extra sessions in QuickFIX's own settings format
-    heartbeat_s: int  # HeartBtInt the README recommends; the initiator's Logon decides per session
     labs: bool
     run_dir: Path
     store: str  # "memory" (default: seed 000, everything in memory) or "file" for CLIENT sessions
@@ -75,7 +74,6 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         fix_host=env_str(env, ENV_PREFIX + "FIX_HOST", "0.0.0.0"),
         fix_port=env_int(env, ENV_PREFIX + "FIX_PORT", 9878, lo=1, hi=65535),
         sessions_file=sessions_file,
-        heartbeat_s=env_int(env, ENV_PREFIX + "HEARTBEAT_S", 30, lo=1, hi=3600),
         labs=env_bool(env, ENV_PREFIX + "LABS", True),
         run_dir=Path(env_str(env, ENV_PREFIX + "RUN_DIR", ".run")).resolve(),
         store=store,
