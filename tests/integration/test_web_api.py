@@ -176,6 +176,8 @@ def _admitted(url: str) -> bool:
     c = Client(url)
     try:
         return c.wait("hello", timeout=5) is not None and not any(m.get("type") == "error" for m in c.got)
+    except ConnectionClosed:  # refused: the closed page's slot is not free yet
+        return False
     finally:
         c.close()
 
