@@ -35,10 +35,11 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab(redis_server: str) -> Iterator[Lab]:
-    with gateway_stack(redis_server, labs=True, env=LAB_ENV, gateway_id="gwweb") as stack, \
-            bots_process(redis_server, stack.fix_port), \
-            web_process(redis_server, env={"FIXLAB_ORDER_BURST": "50"}) as web:
+def lab() -> Iterator[Lab]:
+    # A private redis-server: this module's stack outlives single tests, which flush the shared one.
+    with gateway_stack(None, labs=True, env=LAB_ENV, gateway_id="gwweb") as stack, \
+            bots_process(stack.redis_url, stack.fix_port), \
+            web_process(stack.redis_url, env={"FIXLAB_ORDER_BURST": "50"}) as web:
         yield Lab(stack, web)
 
 
