@@ -126,3 +126,13 @@ def test_too_many_sessions_for_the_pool() -> None:
 def test_nobody_listening_is_a_logon_timeout_not_a_hang() -> None:
     proc = bench("--addr", f"127.0.0.1:{free_port()}", "--logon-timeout", "2", "--warmup", "0")
     assert proc.returncode == 1 and "not logged on within 2s: BENCH001" in proc.stderr
+
+
+def test_an_instance_alone_at_the_barrier_gives_up_with_a_clear_error(tmp_path: Path,
+                                                                      redis_url: str) -> None:
+    with Baseline(tmp_path) as bl:
+        proc = bench("--addr", f"127.0.0.1:{bl.port}", "--sessions", "2", "--orders", "10",
+                     "--warmup", "2", "--instances", "2", "--run-id", "alone", "--barrier-timeout", "1",
+                     env={"REDIS_URL": redis_url})
+    assert proc.returncode == 1
+    assert "barrier: 1 of 2 instances arrived in 1s" in proc.stderr
