@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 
 import pytest
@@ -62,20 +64,57 @@ def test_bad_commands_get_a_notice_and_the_session_survives(redis_url: str) -> N
         assert tags(lab.wait_wire("client", "D", t44="abc").raw)[44] == "abc"
 
 
+class BlackHole:
+    """Accepts connections and never answers: a Logon that gets no reply."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.conns.append(self.server.accept()[0])
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+        self.thread.join(5)
+
+
 def test_orders_before_logon_and_after_the_end_get_a_notice(redis_url: str) -> None:
     r = redis.Redis.from_url(redis_url)
-    dead_port = free_port()  # nothing listens: the session never logs on
-    with lab_manager(redis_url, dead_port, logon_timeout_s=2.0):
-        lab = Lab(r, "nolink-1")
+    hole = BlackHole()
+    try:
+        with lab_manager(redis_url, hole.port, logon_timeout_s=3.0):
+            lab = Lab(r, "nolink-1")
+            start_lab(r, lab.lab_id)
+            lab.wait_wire("client", "A")  # the Logon went out; no answer comes
+            command(r, GW, lab.lab_id, "order", symbol="ACORN.LAB", side=1, price="100", qty=1)
+            lab.wait_notice("not logged on")
+            end = lab.wait_status("ended")
+            assert "could not log on to the exchange within 3 s" in end.text
+            assert r.exists(streams.lab_compid_key(end.comp_id)) == 0
+            command(r, GW, lab.lab_id, "order", symbol="ACORN.LAB", side=1, price="100", qty=1)
+            lab.wait_notice("it ended or never started")
+    finally:
+        hole.close()
+
+
+def test_an_unreachable_exchange_ends_the_session_with_the_reason(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with lab_manager(redis_url, free_port(), logon_timeout_s=3.0):  # nothing listens there
+        lab = Lab(r, "nolink-2")
         start_lab(r, lab.lab_id)
-        eventually(lambda: (s := lab.state()) and s.status == "connecting", what="connecting")
-        command(r, GW, lab.lab_id, "order", symbol="ACORN.LAB", side=1, price="100", qty=1)
-        lab.wait_notice("not logged on")
         end = lab.wait_status("ended")
         assert "could not log on" in end.text and "unreachable" in end.text
-        assert r.exists(streams.lab_compid_key(end.comp_id)) == 0
-        command(r, GW, lab.lab_id, "order", symbol="ACORN.LAB", side=1, price="100", qty=1)
-        lab.wait_notice("it ended or never started")
+        assert lab.wire() == []  # not a byte reached the exchange
 
 
 def test_limits_stale_and_duplicate_starts(redis_url: str) -> None:

@@ -95,7 +95,9 @@ class LabSession(fix.Application):
         # Held while the engine stops: outside threads must not touch a Session being deleted.
         # Callbacks never take it (they run on the engine's thread, which stop() joins).
         self._engine_lock = threading.Lock()
-        self._sid: fix.SessionID | None = None
+        # Our own SessionID: the one a callback receives belongs to the engine and may not outlive it.
+        self._sid = fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID)
+        self._created = False
         self._seqs = (1, 1)
         self._initiator: fix.SocketInitiator | None = None
         self._down_reported = False
@@ -134,7 +136,7 @@ class LabSession(fix.Application):
     # ------------------------------------------------------------------ state
 
     def _session(self) -> Any:
-        if self._sid is None or self._stopped:
+        if not self._created or self._stopped:
             return None
         return fix.Session.lookupSession(self._sid)
 
@@ -179,8 +181,10 @@ class LabSession(fix.Application):
     def command(self, cmd: LabCommand) -> None:
         """Carry out a visitor's command; raise CommandError with a clear text when it cannot be."""
         op = cmd.op
-        if self.status == ENDED or (self.logging_out and op != "logout"):
+        if self.status == ENDED:
             raise CommandError("this lab session has ended")
+        if self.logging_out and op != "logout":
+            raise CommandError("this lab session is logging out")
         if op == "drop_next":
             self.tap.drop_next = True
         elif op == "silent":
@@ -226,7 +230,7 @@ class LabSession(fix.Application):
 
     def onCreate(self, sid: fix.SessionID) -> None:
         try:
-            self._sid = sid
+            self._created = True
         except Exception:
             log.exception("lab %s: onCreate failed", self.lab_id)
 
