@@ -33,8 +33,8 @@ def test_logon_order_cancel_replace_logout(redis_url: str) -> None:
         assert tags(logon_out.raw)[49] == first.comp_id and tags(logon_out.raw)[141] == "Y"
         assert tags(logon_out.raw)[108] == "2" and tags(logon_in.raw)[56] == first.comp_id
         assert logon_out.n < logon_in.n and not logon_out.withheld
-        st = eventually(lambda: (s := lab.state()) and s.status == "logged_on" and s.next_target_seq == 2
-                        and s, what="logged on with seqs")
+        st = eventually(lambda: next((s for s in lab.states() if s.status == "logged_on"
+                                      and s.next_target_seq == 2), None), what="logged on with seqs")
         assert (st.next_sender_seq, st.next_target_seq) == (2, 2)
         assert (st.exchange_next_sender_seq, st.exchange_next_target_seq) == (2, 2)
         assert st.heartbeat_s == 2 and st.expires_at > st.ts
@@ -86,7 +86,7 @@ def test_drop_next_is_recovered_by_resend_and_the_order_is_acked_once(redis_url:
         assert tags(withheld[0].raw)[35] == "D"
         clordid = tags(withheld[0].raw)[11]
         seq = tags(withheld[0].raw)[34]
-        assert not lab.state().drop_armed  # type: ignore[union-attr]
+        eventually(lambda: (s := lab.state()) and not s.drop_armed, what="drop used up")
         order(r, lab.lab_id, price="99.00")  # the exchange sees the gap when this one arrives
         resend_req = lab.wait_wire("exchange", "2")
         assert tags(resend_req.raw)[7] == seq
