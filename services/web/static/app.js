@@ -123,6 +123,7 @@ function summary(m) {
 let pendingWire = [];
 function onWire(m) {
   if (m.source === "client" && !m.withheld) S.lastClientSent = Date.now();
+  if (m.source === "exchange") S.lastExchangeSent = Date.now();
   pendingWire.push(m);
   if (pendingWire.length === 1) setTimeout(flushWire, 16);
 }
@@ -260,6 +261,8 @@ function tick() {
   const left = S.expiresAt ? (S.expiresAt - Date.now()) / 1000 : null;
   $("st-left").textContent = left === null ? "–" : `${fmt(left)}${left < 60 ? " — the exchange logs you out at 0:00" : ""}`;
   $("st-left").className = left !== null && left < 60 ? "mono warn" : "mono";
+  const ago = (t) => (t ? `${((Date.now() - t) / 1000).toFixed(1)} s ago` : "–");
+  $("st-heard").textContent = S.live ? `you → exchange ${ago(S.lastClientSent)} · exchange → you ${ago(S.lastExchangeSent)}` : "–";
   const box = $("silence");
   if (S.state && S.state.silent && S.live && S.heartbeat) {
     const base = S.lastClientSent || S.silentSince;
