@@ -48,8 +48,8 @@ class Gateway:
         self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters)
         self.writer = Writer(RespConnection(common.redis_url), self.queue, common.instruments,
                              common.stream_maxlen, self.app.translate)
-        self.reports = ReportSender(connect(common.redis_url), settings.gateway_id, self.translator,
-                                    self.registry, self.counters, common.stream_maxlen)
+        self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.translator,
+                                    self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
         self.labs: Any = None
