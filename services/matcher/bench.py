@@ -34,7 +34,7 @@ from shared import bus, streams
 from shared.bus import id_after
 from shared.config import Instrument
 from shared.redis_server import RedisServer
-from shared.schema import BUY, SELL, CancelOrder, Message, NewOrder, decode_batch
+from shared.schema import BUY, SELL, CancelOrder, Message, NewOrder, decode_batch, encode_batch
 
 ACORN = Instrument("ACORN.LAB", 10000, Decimal("0.01"))
 BATCH = 500  # commands per apply_batch in the core runs (what one service read holds, roughly)
@@ -164,29 +164,31 @@ def run_service(n: int, per_entry: int, workdir: Path) -> dict[str, Any]:
                                                                     if proc.stderr else ""))
             time.sleep(0.05)
         entries = [cmds[i:i + per_entry] for i in range(0, n, per_entry)]
+        payloads = [encode_batch(e) for e in entries]  # the load generator's own work, before the clock
         cpu0 = _cpu_seconds(proc.pid)
         t0 = time.perf_counter()
+        entry_ids: list[bytes] = []
         pipe = r.pipeline(transaction=False)
-        for k, entry in enumerate(entries):
-            bus.publish(pipe, orders, entry, 10_000_000)
+        for k, payload in enumerate(payloads):
+            pipe.xadd(orders, {streams.BATCH_FIELD: payload}, maxlen=10_000_000, approximate=True)
             if k % 50 == 49:
-                pipe.execute()
-        pipe.execute()
+                entry_ids += pipe.execute()
+        entry_ids += pipe.execute()
         written = time.perf_counter() - t0
-        last_id = b"0-0"
-        done_at = None
+        # The events are published in the same transaction as the acknowledgement: poll the small
+        # applied-id key, then read the last event back to check it is the last order's.
+        last_written = entry_ids[-1]
+        applied_key = streams.applied_key(orders, streams.MATCHER_GROUP)
         timeout = time.monotonic() + 300
-        while done_at is None:
-            tail: Any = r.xrevrange(events_stream, count=1)
-            if tail and tail[0][0] != last_id:
-                last_id = tail[0][0]
-                msgs = decode_batch(tail[0][1][streams.BATCH_FIELD])
-                if any(getattr(m, "clordid", None) == last_clordid for m in msgs):
-                    done_at = time.perf_counter()
-                    break
+        while r.get(applied_key) != last_written:
             if time.monotonic() > timeout or proc.poll() is not None:
                 raise RuntimeError("the matcher did not answer every order")
-            time.sleep(0.0005)
+            time.sleep(0.001)
+        tail: Any = r.xrevrange(events_stream, count=1)
+        done_at = time.perf_counter()
+        last_msgs = decode_batch(tail[0][1][streams.BATCH_FIELD])
+        if not any(getattr(m, "clordid", None) == last_clordid for m in last_msgs):
+            raise RuntimeError("the last event read is not the last order's")
         elapsed = done_at - t0
         matcher_cpu = _cpu_seconds(proc.pid) - cpu0
         got = 0
