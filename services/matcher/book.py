@@ -228,6 +228,8 @@ class Book:
         return qty
 
     def _take_prorata(self, level: Level, qty: int, fills: list[Fill]) -> int:
+        if qty >= level.qty:  # the whole level trades: every order in full, the same as FIFO
+            return self._take_fifo(level, qty, fills)
         makers = list(level.orders)
         px = level.price
         shares = allocate(qty, [m.leaves for m in makers])
