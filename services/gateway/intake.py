@@ -152,7 +152,12 @@ class Writer:
         delay = 0.05
         while True:
             try:
-                self.conn.xadd_batches(entries, self.maxlen)
+                failed = self.conn.xadd_batches(entries, self.maxlen)
+                if failed:
+                    # Applied entries stay applied (no rollback in Redis): retry only the others.
+                    self.entries += len(entries) - len(failed)
+                    entries = [entries[i] for i in failed]
+                    raise redis.ResponseError(f"XADD refused for {', '.join(e[0] for e in entries)}")
                 self.published += count
                 self.entries += len(entries)
                 return True

@@ -95,8 +95,13 @@ class RespConnection:
             self.close()
             raise redis.ConnectionError(f"redis connection lost: {exc}") from None
 
-    def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int) -> None:
-        """Append each (stream, encoded batch) in one MULTI/EXEC; raise on any error."""
+    def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int) -> list[int]:
+        """Append each (stream, encoded batch) in one MULTI/EXEC; return the indexes that failed.
+
+        Redis does not roll a transaction back: when one XADD fails at EXEC (a key of the wrong type),
+        the others are applied. The caller retries only the failed ones, so nothing is doubled.
+        A failure before EXEC ran (nothing applied) raises.
+        """
         ml = str(maxlen).encode()
         parts = [b"*1\r\n$5\r\nMULTI\r\n"]
         for stream, payload in entries:
@@ -104,12 +109,12 @@ class RespConnection:
                                  streams.BATCH_FIELD, payload))
         parts.append(b"*1\r\n$4\r\nEXEC\r\n")
         replies = self.roundtrip(b"".join(parts), len(entries) + 2)
-        for reply in replies:
+        result = replies[-1]
+        if isinstance(result, hiredis.ReplyError):  # EXECABORT: queued commands were refused
+            raise redis.ResponseError(str(result))
+        for reply in replies[:-1]:
             if isinstance(reply, hiredis.ReplyError):
                 raise redis.ResponseError(str(reply))
-        result = replies[-1]
         if not isinstance(result, list):
             raise redis.ResponseError(f"EXEC did not run: {result!r}")
-        for item in result:
-            if isinstance(item, hiredis.ReplyError):
-                raise redis.ResponseError(str(item))
+        return [i for i, item in enumerate(result) if isinstance(item, hiredis.ReplyError)]
