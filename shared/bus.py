@@ -179,14 +179,25 @@ class StreamConsumer:
     def run(self, handle: Handler, stop: threading.Event) -> None:
         """Read, handle, publish and acknowledge until ``stop`` is set."""
         delay = 0.05
+        need_group = True  # once at start and after an outage: not a round trip per batch
         while not stop.is_set():
             try:
-                self.ensure()
+                if need_group:
+                    self.ensure()
+                    need_group = False
                 batch = self.read()
                 delay = 0.05
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
+                need_group = True
+                self._pending_first = True
+                continue
             except REDIS_ERRORS as exc:
                 log.warning("redis unavailable while reading %s (%s); retrying in %.2fs",
                             self.stream, exc, delay)
+                need_group = True
                 self._pending_first = True
                 stop.wait(delay)
                 delay = min(delay * 2, 2.0)
