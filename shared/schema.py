@@ -456,8 +456,8 @@ class MatcherSnapshot(Message):
 
     ``orders``: resting orders, each book's bids then asks, best price first, oldest first, as
     (order_id, session, clordid, symbol, side, price, qty, leaves, cum_qty, cum_cost, tif, reply_to).
-    ``sessions``: (session, ((clordid, seq), ...) seen, ((clordid, ord_status), ...) closed,
-    (clordid, ...) open in the order they were opened).
+    ``sessions``: (session, seen ClOrdIDs, their MsgSeqNums, closed ClOrdIDs, their OrdStatus,
+    open ClOrdIDs in the order they were opened), each a flat tuple (see services/matcher/engine.py).
     """
 
     shard: str

@@ -61,6 +61,7 @@ ST_FILLED = 2
 ST_CANCELED = 4
 ST_REPLACED = 5
 ST_REJECTED = 8
+NOT_AN_ORDER = -1
 
 _ACCEPTED = Accepted.CODE
 _REJECTED = Rejected.CODE
@@ -114,7 +115,10 @@ class SessionState:
         self.name = name
         self.seen: dict[str, int] = {}  # every ClOrdID used -> MsgSeqNum of the command that used it
         self.live: dict[str, Order] = {}  # current ClOrdID -> open order, in the order they opened
-        self.closed: dict[str, int] = {}  # ClOrdID of an order version no longer open -> OrdStatus
+        # ClOrdID of an order version no longer open -> its OrdStatus, except filled orders (the
+        # common end, left out to keep snapshots small); a cancel/replace request's own ClOrdID ->
+        # NOT_AN_ORDER.
+        self.closed: dict[str, int] = {}
 
 
 # Commands travel in wire form: (code, field1, ...) in the schema's declaration order.
@@ -291,8 +295,6 @@ class Engine:
         if order.leaves:
             book.add(order)
             live[clordid] = order
-        else:
-            state.closed[clordid] = ST_FILLED
         self._dirty[symbol] = ts
         return False
 
@@ -345,7 +347,6 @@ class Engine:
             if not maker.leaves:
                 owner: SessionState = maker.owner
                 del owner.live[maker.clordid]
-                owner.closed[maker.clordid] = ST_FILLED
         self.next_exec, self.next_match = n_exec, n_match
         taker.cum, taker.cost, taker.leaves = cum, cost, t_qty - cum
 
@@ -356,8 +357,8 @@ class Engine:
         if order is not None:
             status = ST_PARTIAL if order.cum else ST_NEW
             order_id = order.order_id
-        elif orig in state.closed:
-            status = state.closed[orig]
+        elif orig in state.seen and state.closed.get(orig) != NOT_AN_ORDER:
+            status = state.closed.get(orig, ST_FILLED)
             order_id = "NONE"
             if reason is None:
                 reason = CXL_TOO_LATE
@@ -388,6 +389,7 @@ class Engine:
                                 CXL_DUPLICATE_CLORDID, f"duplicate ClOrdID {clordid} in this session")
             return False
         state.seen[clordid] = seq
+        state.closed[clordid] = NOT_AN_ORDER
         order = state.live.get(orig)
         if order is None:
             self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL)
@@ -423,6 +425,7 @@ class Engine:
                                 CXL_DUPLICATE_CLORDID, f"duplicate ClOrdID {clordid} in this session")
             return False
         state.seen[clordid] = seq
+        state.closed[clordid] = NOT_AN_ORDER  # until the replace succeeds and it names the order
         order = state.live.get(orig)
         if order is None:
             self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_REPLACE)
@@ -456,6 +459,7 @@ class Engine:
         order.qty = qty
         order.clordid = clordid
         del state.live[orig]
+        del state.closed[clordid]
         state.closed[orig] = ST_REPLACED
         self._out.append((reply_to, (_REPLACED, session, clordid, orig, order.order_id, order.symbol,
                                      order.side, price, qty, order.cum, order.leaves, order.cost,
@@ -467,8 +471,6 @@ class Engine:
                 book.add(order)
         if order.leaves:
             state.live[clordid] = order
-        else:
-            state.closed[clordid] = ST_FILLED
         self._dirty[order.symbol] = ts
         return False
 
@@ -500,7 +502,8 @@ class Engine:
             for book in self.books.values() for o in book.orders()
         )
         sessions = tuple(
-            (s.name, tuple(s.seen.items()), tuple(s.closed.items()), tuple(s.live))
+            (s.name, tuple(s.seen), tuple(s.seen.values()), tuple(s.closed), tuple(s.closed.values()),
+             tuple(s.live))
             for s in self.sessions.values()
         )
         return MatcherSnapshot(shard, last_id, self.next_order, self.next_exec, self.next_match, orders,
@@ -513,10 +516,10 @@ class Engine:
         engine = cls(instruments, limits=limits, id_prefix=id_prefix)
         engine.next_order, engine.next_exec, engine.next_match = (
             snap.next_order, snap.next_exec, snap.next_match)
-        for name, seen, closed, _ in snap.sessions:
+        for name, seen_ids, seen_seqs, closed_ids, closed_status, _ in snap.sessions:
             state = engine.sessions[name] = SessionState(name)
-            state.seen = dict(seen)
-            state.closed = dict(closed)
+            state.seen = dict(zip(seen_ids, seen_seqs, strict=True))
+            state.closed = dict(zip(closed_ids, closed_status, strict=True))
         by_key: dict[tuple[str, str], Order] = {}
         for (order_id, session, clordid, symbol, side, price, qty, leaves, cum, cost, tif,
              reply_to) in snap.orders:
@@ -528,7 +531,7 @@ class Engine:
                           leaves=leaves, cum=cum, cost=cost)
             book.add(order)
             by_key[(session, clordid)] = order
-        for name, _, _, live in snap.sessions:
+        for name, *_, live in snap.sessions:
             state = engine.sessions[name]
             state.live = {clordid: by_key[(name, clordid)] for clordid in live}
         return engine

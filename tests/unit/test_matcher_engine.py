@@ -252,6 +252,11 @@ def test_cancel_unknown_filled_or_cancelled_is_rejected() -> None:
     e.apply(a.cancel(other.clordid, BUY))
     [rej] = e.apply(a.cancel(other.clordid, BUY))
     assert (rej.reason, rej.status) == (CXL_TOO_LATE, 4)  # type: ignore[attr-defined]
+    # A cancel request's own ClOrdID names no order.
+    request = a.cancel(other.clordid, BUY)
+    e.apply(request)
+    [rej] = e.apply(a.cancel(request.clordid, BUY))
+    assert (rej.reason, rej.status) == (CXL_UNKNOWN_ORDER, 8)  # type: ignore[attr-defined]
 
 
 def test_cancel_with_wrong_side_or_duplicate_clordid_is_rejected() -> None:
