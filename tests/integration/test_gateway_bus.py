@@ -12,6 +12,7 @@ from shared.bus import publish
 from shared.redis_server import free_port
 from shared.schema import Accepted, NewOrder, decode_batch, encode_batch
 from tests.gateway_stack import FixClient, gateway_stack
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +70,9 @@ def test_events_reach_the_right_session_and_bad_entries_are_dead_lettered() -> N
         assert (got1[55], got1[44], got1[38], got1[59]) == ("BIRCH.LAB", "25.00", "5", "1")
         assert (got2[54], got2[44], got2[37]) == ("2", "101.00", "O-2")
         assert not any(m.get(11) == "x-other" for m in one.received)
+        # Dead-letters and acknowledgements go out with the events thread's next read.
+        eventually(lambda: r.xlen(streams.DEADLETTER_STREAM) == 2)
         dead = r.xrange(streams.DEADLETTER_STREAM)
-        assert len(dead) == 2 and {f[b"stream"] for _id, f in dead} == {events.encode()}
-        assert r.xpending(events, streams.GATEWAY_GROUP)["pending"] == 0
+        assert {f[b"stream"] for _id, f in dead} == {events.encode()}
+        eventually(lambda: r.xpending(events, streams.GATEWAY_GROUP)["pending"] == 0)
         r.close()
