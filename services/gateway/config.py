@@ -40,6 +40,7 @@ class GatewaySettings:
     run_dir: Path
     store: str  # "memory" (default: seed 000, everything in memory) or "file" for CLIENT sessions
     queue_max: int  # bounded hand-off between QuickFIX callbacks and the Redis writer
+    batch_max: int  # commands the writer publishes per drain at most
     data_dictionary: Path
 
     @property
@@ -78,5 +79,6 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         run_dir=Path(env_str(env, ENV_PREFIX + "RUN_DIR", ".run")).resolve(),
         store=store,
         queue_max=env_int(env, ENV_PREFIX + "GATEWAY_QUEUE", 100_000, lo=10),
+        batch_max=env_int(env, ENV_PREFIX + "GATEWAY_BATCH", 5000, lo=1, hi=100_000),
         data_dictionary=dd,
     )

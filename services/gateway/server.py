@@ -47,7 +47,7 @@ class Gateway:
         self.counters = Counters()
         self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters)
         self.writer = Writer(RespConnection(common.redis_url), self.queue, common.instruments,
-                             common.stream_maxlen, self.app.translate)
+                             common.stream_maxlen, self.app.translate, max_batch=settings.batch_max)
         self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.translator,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
