@@ -267,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
-    parser.add_argument("--profile", type=Path, default=None, help="py-spy profile of the gateway, GIL holders only (.json: speedscope, else raw)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy profile of the gateway, GIL holders only (.json: speedscope, else raw)")
     parser.add_argument("--floor", type=int, default=200_000,
                         help="also flood a bare QuickFIX acceptor with this many orders (0: skip)")
     args = parser.parse_args(argv)
