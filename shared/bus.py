@@ -10,6 +10,9 @@ The loop (``StreamConsumer.run``):
 - bounds every stream it writes (approximate MAXLEN);
 - catches Redis connection errors narrowly and backs off, never spinning.
 Entries that do not decode go to the dead-letter stream with the reason, and are acknowledged.
+
+``LeanStreamConsumer`` is the same loop on a lean RESP connection (shared.resp) for a consumer
+whose batches are small: each batch's transaction and the next read go out in one write.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import redis
 
 from shared import streams
+from shared.resp import CommandBuffer, RespConnection, check, command
 from shared.schema import Message, SchemaError, decode_batch, encode_batch
 
 log = logging.getLogger(__name__)
@@ -79,11 +83,17 @@ def id_after(a: bytes | str, b: bytes | str) -> bool:
 
 
 class StreamConsumer:
-    """One consumer in a group on one stream: pending entries first, then new ones."""
+    """One consumer in a group on one stream: pending entries first, then new ones.
+
+    ``decode_payload`` turns an entry's batch field into the handler's messages (schema messages by
+    default; the matcher takes wire-form tuples, which are much cheaper to build).
+    """
 
     def __init__(self, r: redis.Redis, stream: str, group: str, name: str, *, count: int = 500,
-                 block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0") -> None:
+                 block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
+                 decode_payload: Callable[[bytes], list[Any]] = decode_batch) -> None:
         self.r = r
+        self.decode_payload = decode_payload
         self.stream = stream
         self.group = group
         self.name = name
@@ -123,7 +133,7 @@ class StreamConsumer:
                 bad.append((entry_id, "entry has no batch field", repr(fields_).encode()[:4096]))
                 continue
             try:
-                out.append((entry_id, decode_batch(payload)))
+                out.append((entry_id, self.decode_payload(payload)))
             except SchemaError as exc:
                 bad.append((entry_id, str(exc), payload[:4096]))
         if bad:
@@ -159,10 +169,14 @@ class StreamConsumer:
         pipe.execute()
 
     def commit_retrying(self, ids: Sequence[bytes], effects: Effects | None,
-                        stop: threading.Event) -> bool:
-        """Commit, retrying through Redis outages; False only when asked to stop first."""
+                        stop: threading.Event, *, attempted: bool = False) -> bool:
+        """Commit, retrying through Redis outages; False only when asked to stop first.
+
+        ``attempted``: the commit was already sent once with an unknown outcome, so check first
+        whether it went through.
+        """
         delay = 0.05
-        first = True
+        first = not attempted
         while True:
             try:
                 if not first and self.already_applied(ids[-1]):
@@ -208,6 +222,179 @@ class StreamConsumer:
             if not self.commit_retrying([entry_id for entry_id, _ in batch], effects, stop):
                 return
             self.consumed += sum(len(msgs) for _, msgs in batch)
+
+
+class LeanStreamConsumer(StreamConsumer):
+    """The same consumer on a lean RESP connection, for small batches at a high rate.
+
+    Reads and commits go over ``conn`` (shared.resp): replies are parsed by hiredis and decoded
+    here, with none of redis-py's per-call cost. In ``run`` each batch's MULTI/EXEC (effects, XACK,
+    applied id) is sent in the same write as the next XREADGROUP, and the replies are read in
+    order: one round trip and one wake-up per batch. The guarantees are the base class's:
+    - the read runs after EXEC on the same connection, so it never hands out what was just
+      acknowledged; if the commit's outcome is unknown (the connection failed), it is retried on
+      its own with the applied-id check, and pending entries are read again first (the read that
+      went out with it may have claimed entries);
+    - an error reply inside the transaction stops the loop, as redis-py's pipeline would.
+    The redis-py client ``r`` serves the rare calls (group creation, dead letters, applied-id
+    checks); the lean connection needs a redis:// or unix:// URL (see shared.resp.supports).
+    """
+
+    def __init__(self, r: redis.Redis, conn: RespConnection, stream: str, group: str, name: str, *,
+                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
+                 decode_payload: Callable[[bytes], list[Any]] = decode_batch) -> None:
+        super().__init__(r, stream, group, name, count=count, block_ms=block_ms, maxlen=maxlen,
+                         start_id=start_id, decode_payload=decode_payload)
+        self.conn = conn
+        head = (b"XREADGROUP", b"GROUP", group, name, b"COUNT", count)
+        self._read_pending = command(*head, b"STREAMS", stream, b"0")
+        self._read_new = command(*head, b"BLOCK", block_ms, b"STREAMS", stream, b">")
+        self._block_timeout_s = conn.timeout_s + block_ms / 1000
+
+    # --------------------------------------------------------------- the base class's API
+
+    def read(self) -> list[Entry]:
+        """Return the next batch: own pending entries after a (re)start, then new entries."""
+        while True:
+            pending = self._pending_first
+            cmd, timeout = self._read_command()
+            raw = self._rows(check(self.conn.roundtrip(cmd, 1, timeout_s=timeout)[0]))
+            if raw or not pending:
+                return self._decode(raw)
+            self._pending_first = False
+
+    def commit(self, ids: Sequence[bytes], effects: Effects | None) -> None:
+        """Publish the effects and acknowledge ``ids`` in one transaction (ids must be in order)."""
+        payload, n = self._transaction(ids, effects)
+        self._check_transaction(self.conn.roundtrip(payload, n))
+
+    # --------------------------------------------------------------- the loop
+
+    def run(self, handle: Handler, stop: threading.Event) -> None:
+        """Read, handle, publish and acknowledge until ``stop`` is set; then close the connection."""
+        try:
+            self._run(handle, stop)
+        finally:
+            self.conn.close()
+
+    def _run(self, handle: Handler, stop: threading.Event) -> None:
+        delay = 0.05
+        need_group = True
+        owed: _Owed | None = None  # a handled batch whose commit goes out with the next read
+        while True:
+            if stop.is_set():
+                if owed is not None and self.commit_retrying(owed.ids, owed.effects, stop):
+                    self.consumed += owed.messages
+                return
+            read_pending = self._pending_first
+            try:
+                if need_group:
+                    self.ensure()
+                    need_group = False
+                cmd, timeout = self._read_command()
+                if owed is None:
+                    reply = self.conn.roundtrip(cmd, 1, timeout_s=timeout)[0]
+                else:
+                    done, owed = owed, None
+                    try:
+                        replies = self.conn.roundtrip(done.payload + cmd, done.replies + 1, timeout_s=timeout)
+                        self._check_transaction(replies[:-1])
+                    except REDIS_ERRORS as exc:
+                        log.warning("redis failed while committing (%s); retrying the commit alone", exc)
+                        self._pending_first = True  # the read that went with it may have claimed entries
+                        if not self.commit_retrying(done.ids, done.effects, stop, attempted=True):
+                            return
+                        self.consumed += done.messages
+                        continue
+                    self.consumed += done.messages
+                    reply = replies[-1]
+                raw = self._rows(check(reply))
+                if not raw and read_pending:
+                    self._pending_first = False
+                batch = self._decode(raw) if raw else []  # may dead-letter (through ``r``)
+                delay = 0.05
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
+                need_group = True
+                self._pending_first = True
+                continue
+            except REDIS_ERRORS as exc:
+                log.warning("redis unavailable while reading %s (%s); retrying in %.2fs",
+                            self.stream, exc, delay)
+                need_group = True
+                self._pending_first = True
+                stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if not batch:  # nothing new, or every entry was dead-lettered (and acknowledged)
+                continue
+            effects = handle(batch)
+            ids = [entry_id for entry_id, _ in batch]
+            payload, n = self._transaction(ids, effects)
+            owed = _Owed(ids, effects, payload, n, sum(len(msgs) for _, msgs in batch))
+
+    # --------------------------------------------------------------- RESP
+
+    def _read_command(self) -> tuple[bytes, float]:
+        if self._pending_first:
+            return self._read_pending, self.conn.timeout_s
+        return self._read_new, self._block_timeout_s
+
+    @staticmethod
+    def _rows(reply: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+        """An XREADGROUP reply's entries as (id, fields) pairs (fields None: trimmed while pending)."""
+        if not reply:
+            return []
+        out: list[tuple[bytes, dict[bytes, bytes] | None]] = []
+        for entry_id, flat in reply[0][1]:
+            if flat is None:
+                out.append((entry_id, None))
+            elif len(flat) == 2:
+                out.append((entry_id, {flat[0]: flat[1]}))
+            else:
+                out.append((entry_id, dict(zip(flat[0::2], flat[1::2], strict=True))))
+        return out
+
+    def _transaction(self, ids: Sequence[bytes], effects: Effects | None) -> tuple[bytes, int]:
+        """MULTI, the effects, XACK, SET applied id, EXEC: (the bytes, the number of replies)."""
+        buf = CommandBuffer()
+        buf.raw(b"MULTI")
+        if effects is not None:
+            for stream, msgs in effects.out.items():
+                if msgs:
+                    buf.xadd(stream, {streams.BATCH_FIELD: encode_batch(msgs)}, maxlen=self.maxlen,
+                             approximate=True)
+            for call in effects.extra:
+                call(buf)
+        buf.xack(self.stream, self.group, *ids)
+        buf.set(self.applied_key, ids[-1])
+        buf.raw(b"EXEC")
+        return b"".join(buf.commands), len(buf)
+
+    def _check_transaction(self, replies: list[Any]) -> None:
+        """Raise the first error of a MULTI ... EXEC, as redis-py's pipeline does."""
+        try:
+            for reply in replies[:-1]:  # +OK, then +QUEUED or a refusal
+                check(reply)
+            result = check(replies[-1])
+            if not isinstance(result, list):
+                raise redis.ResponseError(f"EXEC did not run: {result!r}")
+            for item in result:
+                check(item)
+        except redis.RedisError:
+            self.conn.close()  # the read sent after EXEC still owes a reply
+            raise
+
+
+@dataclass(slots=True, frozen=True)
+class _Owed:
+    ids: list[bytes]
+    effects: Effects | None
+    payload: bytes
+    replies: int
+    messages: int
 
 
 def wait_for_redis(r: redis.Redis, timeout_s: float = 10.0) -> None:

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -28,10 +28,11 @@ import redis
 from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
-from shared import bus, streams
-from shared.bus import Effects, Entry, StreamConsumer, id_after
+from shared import bus, resp, streams
+from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, id_after
 from shared.clock import now_ns
 from shared.health import HealthReporter
+from shared.resp import RespConnection
 from shared.schema import (
     MatcherSnapshot,
     SchemaError,
@@ -56,34 +57,6 @@ class RecoveryError(RuntimeError):
     """The state cannot be rebuilt exactly (e.g. the orders stream was trimmed past the snapshot)."""
 
 
-class WireConsumer(StreamConsumer):
-    """The bus's consumer, handing over commands in wire form (tuples) instead of messages.
-
-    Building a frozen dataclass per command costs about ten times the msgpack decoding and more than
-    a third of the matching itself; the engine reads commands by position either way. Bad entries
-    are dead-lettered exactly as the base class does.
-    """
-
-    def _decode(self, raw_entries: Iterable[tuple[bytes, dict[bytes, bytes] | None]]) -> list[Entry]:
-        out: list[Any] = []
-        bad: list[tuple[bytes, str, bytes]] = []
-        for entry_id, fields_ in raw_entries:
-            if fields_ is None:  # trimmed away while pending
-                bad.append((entry_id, "entry was trimmed before it was read", b""))
-                continue
-            payload = fields_.get(streams.BATCH_FIELD)
-            if payload is None:
-                bad.append((entry_id, "entry has no batch field", repr(fields_).encode()[:4096]))
-                continue
-            try:
-                out.append((entry_id, decode_wire_batch(payload)))
-            except SchemaError as exc:
-                bad.append((entry_id, str(exc), payload[:4096]))
-        if bad:
-            self._deadletter(bad)
-        return out
-
-
 class MatcherService:
     """One shard's matcher: recover, then consume until ``stop`` is set."""
 
@@ -95,9 +68,7 @@ class MatcherService:
         self.snapshot_key = streams.snapshot_key(self.shard)
         self.maxlen = settings.common.stream_maxlen
         self.limits = Limits(depth_levels=settings.depth_levels)
-        self.consumer = WireConsumer(self.r, self.stream, streams.MATCHER_GROUP, settings.consumer_name,
-                                       count=settings.batch, block_ms=settings.block_ms,
-                                       maxlen=self.maxlen)
+        self.consumer = self._consumer(settings)
         self.engine = self._new_engine()
         # Counters (read by the health thread; plain ints and strings, swapped whole).
         self.events = 0
@@ -111,6 +82,19 @@ class MatcherService:
         self._rate_mark = (time.monotonic(), 0)
         self.lease_holder: str | None = None  # default: "host:pid"
         self.lease: Lease | None = None
+
+    def _consumer(self, settings: MatcherSettings) -> StreamConsumer:
+        # Commands go to the engine in wire form (tuples): building a frozen dataclass per command
+        # costs about ten times the msgpack decoding and more than a third of the matching itself.
+        # The lean RESP consumer sends each batch's commit with the next read: at one order in
+        # flight redis-py's per-call cost was most of the matcher's time (see the README).
+        args = (self.r, self.stream, streams.MATCHER_GROUP, settings.consumer_name)
+        kwargs: dict[str, Any] = {"count": settings.batch, "block_ms": settings.block_ms,
+                                  "maxlen": self.maxlen, "decode_payload": decode_wire_batch}
+        url = settings.common.redis_url
+        if resp.supports(url):
+            return LeanStreamConsumer(args[0], RespConnection(url), *args[1:], **kwargs)
+        return StreamConsumer(*args, **kwargs)  # rediss://: TLS stays with redis-py
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-")
