@@ -28,12 +28,14 @@ from typing import Any
 import redis
 
 from shared import streams
-from shared.resp import CommandBuffer, RespConnection, check, command
+from shared.resp import CommandBuffer, RespConnection, bulk, check, command
 from shared.schema import Message, SchemaError, decode_batch, encode_batch
 
 log = logging.getLogger(__name__)
 
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+_MULTI = command(b"MULTI")
+_EXEC = command(b"EXEC")
 
 
 def connect(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
@@ -250,6 +252,8 @@ class LeanStreamConsumer(StreamConsumer):
         self._read_pending = command(*head, b"STREAMS", stream, b"0")
         self._read_new = command(*head, b"BLOCK", block_ms, b"STREAMS", stream, b">")
         self._block_timeout_s = conn.timeout_s + block_ms / 1000
+        self._xack_head = bulk(b"XACK") + bulk(stream) + bulk(group)
+        self._set_head = b"*3\r\n" + bulk(b"SET") + bulk(self.applied_key)
 
     # --------------------------------------------------------------- the base class's API
 
@@ -360,7 +364,7 @@ class LeanStreamConsumer(StreamConsumer):
     def _transaction(self, ids: Sequence[bytes], effects: Effects | None) -> tuple[bytes, int]:
         """MULTI, the effects, XACK, SET applied id, EXEC: (the bytes, the number of replies)."""
         buf = CommandBuffer()
-        buf.raw(b"MULTI")
+        buf.commands.append(_MULTI)
         if effects is not None:
             for stream, msgs in effects.out.items():
                 if msgs:
@@ -368,9 +372,10 @@ class LeanStreamConsumer(StreamConsumer):
                              approximate=True)
             for call in effects.extra:
                 call(buf)
-        buf.xack(self.stream, self.group, *ids)
-        buf.set(self.applied_key, ids[-1])
-        buf.raw(b"EXEC")
+        acked = b"".join([bulk(i) for i in ids])
+        buf.commands.append(b"*%d\r\n%s%s" % (len(ids) + 3, self._xack_head, acked))
+        buf.commands.append(self._set_head + bulk(ids[-1]))
+        buf.commands.append(_EXEC)
         return b"".join(buf.commands), len(buf)
 
     def _check_transaction(self, replies: list[Any]) -> None:

@@ -15,7 +15,9 @@ failed; ``check`` turns one into the matching exception.
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -49,13 +51,32 @@ def _arg(a: Arg) -> bytes:
     raise TypeError(f"{type(a).__name__} is not a Redis argument")
 
 
+def bulk(a: Arg) -> bytes:
+    """One argument as a RESP bulk string (to pre-encode the fixed part of a command)."""
+    b = a if type(a) is bytes else _arg(a)
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
 def command(*args: Arg) -> bytes:
     """One command as a RESP array of bulk strings."""
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = _arg(a)
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
+    return b"*%d\r\n" % len(args) + b"".join([bulk(a) for a in args])
+
+
+@lru_cache(maxsize=4096)
+def _xadd_head(name: Arg, id: Arg, maxlen: Arg | None, minid: Arg | None, approximate: bool,
+               limit: int | None, nomkstream: bool) -> tuple[int, bytes]:
+    args: list[Arg] = [b"XADD", name]
+    if nomkstream:
+        args.append(b"NOMKSTREAM")
+    if maxlen is not None or minid is not None:
+        args.append(b"MAXLEN" if maxlen is not None else b"MINID")
+        if approximate:
+            args.append(b"~")
+        args.append(maxlen if maxlen is not None else minid)  # type: ignore[arg-type]
+        if limit is not None:
+            args += [b"LIMIT", limit]
+    args.append(id)
+    return len(args), b"".join(bulk(a) for a in args)
 
 
 def error_for(reply: hiredis.ReplyError) -> rex.RedisError:
@@ -97,6 +118,8 @@ class RespConnection:
         self.timeout_s = timeout_s
         self.sock: socket.socket | None = None
         self._reader = hiredis.Reader()
+        self._buf = bytearray(262144)  # received into, then copied by hiredis: no allocation per read
+        self._timeout_s = timeout_s  # what the socket is set to
 
     def _connect(self) -> socket.socket:
         p = self._parsed
@@ -113,6 +136,9 @@ class RespConnection:
             raise rex.TimeoutError(f"timed out connecting to redis: {exc}") from None
         except OSError as exc:
             raise rex.ConnectionError(f"cannot connect to redis: {exc}") from None
+        sock.settimeout(None)
+        _set_timeouts(sock, self.timeout_s)
+        self._timeout_s = self.timeout_s
         self.sock = sock
         self._reader = hiredis.Reader()
         setup: list[bytes] = []
@@ -152,27 +178,37 @@ class RespConnection:
 
     def _exchange(self, sock: socket.socket, payload: bytes, replies: int, timeout_s: float) -> list[Any]:
         try:
-            if sock.gettimeout() != timeout_s:
-                sock.settimeout(timeout_s)
+            if timeout_s != self._timeout_s:
+                _set_timeouts(sock, timeout_s)
+                self._timeout_s = timeout_s
             sock.sendall(payload)
             out: list[Any] = []
-            reader = self._reader
+            reader, buf = self._reader, self._buf
             while len(out) < replies:
                 reply = reader.gets()
                 if reply is False:
-                    data = sock.recv(262144)
-                    if not data:
+                    n = sock.recv_into(buf)
+                    if not n:
                         raise ConnectionResetError("redis closed the connection")
-                    reader.feed(data)
+                    reader.feed(buf, 0, n)  # type: ignore[arg-type]  # any buffer will do
                     continue
                 out.append(reply)
             return out
-        except TimeoutError as exc:
+        except (BlockingIOError, TimeoutError) as exc:  # SO_RCVTIMEO/SO_SNDTIMEO ran out
             self.close()
             raise rex.TimeoutError(f"redis did not answer in {timeout_s:g}s: {exc}") from None
         except (OSError, hiredis.ProtocolError) as exc:
             self.close()
             raise rex.ConnectionError(f"redis connection lost: {exc}") from None
+
+
+def _set_timeouts(sock: socket.socket, timeout_s: float) -> None:
+    # Kernel time-outs on a blocking socket: a Python-level time-out would poll() before every
+    # send and receive, two more system calls per round trip.
+    whole = int(timeout_s)
+    tv = struct.pack("ll", whole, int((timeout_s - whole) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
 
 
 class CommandBuffer:
@@ -197,24 +233,17 @@ class CommandBuffer:
     def xadd(self, name: Arg, fields: Mapping[Arg, Arg], id: Arg = "*", maxlen: int | None = None,
              approximate: bool = True, nomkstream: bool = False, minid: Arg | None = None,
              limit: int | None = None) -> None:
-        args: list[Arg] = [b"XADD", name]
-        if nomkstream:
-            args.append(b"NOMKSTREAM")
         if maxlen is not None and minid is not None:
             raise redis.DataError("only one of maxlen and minid")
-        if maxlen is not None or minid is not None:
-            args += [b"MAXLEN" if maxlen is not None else b"MINID"]
-            if approximate:
-                args.append(b"~")
-            args.append(maxlen if maxlen is not None else minid)  # type: ignore[arg-type]
-            if limit is not None:
-                args += [b"LIMIT", limit]
-        args.append(id)
         if not fields:
             raise redis.DataError("XADD needs at least one field")
+        # The head (stream, trimming, id) repeats batch after batch: encoded once.
+        n, head = _xadd_head(name, id, maxlen, minid, approximate, limit, nomkstream)
+        parts = [b"*%d\r\n" % (n + 2 * len(fields)), head]
         for k, v in fields.items():
-            args += [k, v]
-        self.raw(*args)
+            parts.append(bulk(k))
+            parts.append(bulk(v))
+        self.commands.append(b"".join(parts))
 
     def xtrim(self, name: Arg, maxlen: int | None = None, approximate: bool = True,
               minid: Arg | None = None, limit: int | None = None) -> None:
