@@ -82,6 +82,7 @@ class MatcherService:
         self._rate_mark = (time.monotonic(), 0)
         self.lease_holder: str | None = None  # default: "host:pid"
         self.lease: Lease | None = None
+        self._stream_names: dict[str | None, str] = {}  # destination gateway -> its events stream
 
     def _consumer(self, settings: MatcherSettings) -> StreamConsumer:
         # Commands go to the engine in wire form (tuples): building a frozen dataclass per command
@@ -215,8 +216,13 @@ class MatcherService:
                 grouped[dest] = [wire]
             else:
                 lst.append(wire)
-        payloads = [(streams.MARKET_STREAM if dest is None else streams.events_stream(dest),
-                     encode_wire_batch(wires)) for dest, wires in grouped.items()]
+        names = self._stream_names
+        payloads = []
+        for dest, wires in grouped.items():
+            name = names.get(dest)
+            if name is None:
+                name = names[dest] = streams.MARKET_STREAM if dest is None else streams.events_stream(dest)
+            payloads.append((name, encode_wire_batch(wires)))
         maxlen = self.maxlen
 
         def publish(pipe: Any) -> None:
