@@ -6,19 +6,19 @@ field API of the Python bindings costs ~30x more (../shared/QUICKFIX.md).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import quickfix as fix
 
+from services.gateway.dictionary import exchange_dictionary_file
 from shared.compids import BEGIN_STRING, BENCH_COMP_IDS, EXCHANGE_COMP_ID
 
 
 def data_dictionary_path() -> Path:
-    """The FIX 4.4 dictionary the quickfix package installs."""
-    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
+    """The exchange's FIX 4.4 dictionary (the installed FIX44.xml + TrdMatchID in ExecutionReport)."""
+    return exchange_dictionary_file()
 
 
 def bench_comp_ids(first: int, count: int) -> list[str]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import quickfix as fix
 
 from services.gateway.intake import CommandQueue
+from services.gateway.silence import SilenceWatchdog
 from services.gateway.translate import HANDLED_TYPES, Refusal, Translator, split_fields
 from shared.clock import now_ns
 from shared.schema import Command, SessionEnded
@@ -89,8 +90,10 @@ class GatewayApp(fix.Application):
     """QuickFIX callbacks: parse, translate, hand off; answer refusals on the spot."""
 
     def __init__(self, translator: Translator, queue: CommandQueue, registry: SessionRegistry,
-                 counters: Counters, on_logon: Callable[[str], None] | None = None) -> None:
+                 counters: Counters, on_logon: Callable[[str], None] | None = None,
+                 silence: SilenceWatchdog | None = None) -> None:
         super().__init__()
+        self.silence = silence
         self.translator = translator
         self.queue = queue
         self.registry = registry
@@ -120,14 +123,33 @@ class GatewayApp(fix.Application):
             self.registry.set_logged_on(comp, False)
             log.info("logout: cancelling its resting orders", extra={"session": comp})
             self.queue.put_always(SessionEnded(comp, self.translator.reply_to, now_ns()))
+            if self.silence is not None:
+                self.silence.ended(comp)
         except Exception:
             self._failed("onLogout")
 
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
-        return None
+        if self.silence is None:
+            return
+        try:
+            if message.getHeader().getField(35) == "1":
+                test_req_id = message.getField(112) if message.isSetField(112) else ""
+                self.silence.sent_test_request(self.registry.comp_of(sid), test_req_id)
+        except Exception:
+            self._failed("toAdmin")
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
-        return None
+        if self.silence is None:
+            return
+        try:
+            comp = self.registry.comp_of(sid)
+            if message.getHeader().getField(35) == "A":
+                hb = message.getField(108) if message.isSetField(108) else "0"
+                self.silence.logon(comp, sid, int(hb) if hb.isdigit() else 0)
+            else:
+                self.silence.heard(comp)
+        except Exception:
+            self._failed("fromAdmin")
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:
         return None
@@ -143,6 +165,11 @@ class GatewayApp(fix.Application):
         except Exception:
             self._failed("fromApp")
             return
+        if self.silence is not None and self.silence.waiting:
+            try:
+                self.silence.heard(self.registry.comp_of(sid))
+            except Exception:
+                self._failed("fromApp")
         if msg_type not in HANDLED_TYPES:
             # The engine answers with its own BusinessMessageReject (380=3).
             raise fix.UnsupportedMessageType()

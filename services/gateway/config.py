@@ -14,6 +14,7 @@ from shared.config import (
     ConfigError,
     common_settings,
     env_bool,
+    env_float,
     env_int,
     env_opt_str,
     env_str,
@@ -41,7 +42,15 @@ class GatewaySettings:
     store: str  # "memory" (default: seed 000, everything in memory) or "file" for CLIENT sessions
     queue_max: int  # bounded hand-off between QuickFIX callbacks and the Redis writer
     batch_max: int  # commands the writer publishes per drain at most
-    data_dictionary: Path
+    data_dictionary: Path  # the installed FIX44.xml; the gateway derives the exchange's own from it
+    # Log out a session that leaves a TestRequest unanswered this many HeartBtInts after it
+    # (0: off, QuickFIX's own behaviour, closing the connection at 2.4 x HeartBtInt).
+    silent_logout: float = 0.8
+
+    @property
+    def dictionary_path(self) -> Path:
+        """Where the gateway writes the exchange's dictionary (FIXLAB-FIX44.xml) at start-up."""
+        return self.run_dir / "gateway" / self.gateway_id / "FIXLAB-FIX44.xml"
 
     @property
     def store_dir(self) -> Path:
@@ -69,6 +78,11 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
     dd = data_dictionary_path()
     if not dd.is_file():
         raise ConfigError(f"the FIX 4.4 data dictionary {dd} is missing (reinstall quickfix==1.16.0)")
+    silent_logout = env_float(env, ENV_PREFIX + "SILENT_LOGOUT", 0.8, lo=0.0)
+    if silent_logout >= 1.2:
+        # The TestRequest goes out at 1.2 x HeartBtInt and the engine closes the connection at 2.4 x.
+        raise ConfigError(f"FIXLAB_SILENT_LOGOUT={silent_logout} must be below 1.2 (HeartBtInts after the "
+                          "TestRequest; the engine disconnects 1.2 HeartBtInts after it), or 0 for off")
     return GatewaySettings(
         common=common,
         gateway_id=gateway_id,
@@ -81,4 +95,5 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         queue_max=env_int(env, ENV_PREFIX + "GATEWAY_QUEUE", 100_000, lo=10),
         batch_max=env_int(env, ENV_PREFIX + "GATEWAY_BATCH", 5000, lo=1, hi=100_000),
         data_dictionary=dd,
+        silent_logout=silent_logout,
     )

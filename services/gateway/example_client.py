@@ -18,6 +18,8 @@ from pathlib import Path
 
 import quickfix as fix
 
+from services.gateway.dictionary import exchange_dictionary_file
+
 SETTINGS = """\
 [DEFAULT]
 ConnectionType=initiator
@@ -29,8 +31,7 @@ ResetOnLogon=Y
 FileStorePath={store}
 UseDataDictionary=Y
 DataDictionary={dictionary}
-# Fills carry TrdMatchID (880), which FIX44.xml does not list for ExecutionReport.
-AllowUnknownMsgFields=Y
+# The exchange's own dictionary: python -m services.gateway.dictionary --out FIXLAB-FIX44.xml
 
 [SESSION]
 BeginString=FIX.4.4
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = Path(tmp) / "client.cfg"
         cfg.write_text(SETTINGS.format(store=Path(tmp) / "store", comp=args.comp, host=args.host,
                                        port=args.port,
-                                       dictionary=Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"))
+                                       dictionary=exchange_dictionary_file(Path(tmp))))
         settings = fix.SessionSettings(str(cfg))
         app = Client()
         initiator = fix.SocketInitiator(app, fix.FileStoreFactory(settings), settings)

@@ -11,12 +11,15 @@ import quickfix as fix
 
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
+from services.gateway.dictionary import DictionaryError, write_exchange_dictionary
 from services.gateway.intake import CommandQueue, Writer
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import load_sessions, settings_text
+from services.gateway.silence import SilenceWatchdog
 from services.gateway.translate import Translator
 from shared.bus import connect
+from shared.config import ConfigError
 from shared.health import HealthReporter
 
 log = logging.getLogger(__name__)
@@ -35,17 +38,25 @@ class Gateway:
         store_dir = settings.store_dir if settings.store == "file" else None
         if store_dir is not None:
             store_dir.mkdir(parents=True, exist_ok=True)
+        # The exchange's own dictionary (FIX44.xml + TrdMatchID in ExecutionReport), derived afresh
+        # from the installed file at every start; clients validate what we send with the same file.
+        try:
+            self.dictionary = write_exchange_dictionary(settings.dictionary_path, settings.data_dictionary)
+        except DictionaryError as exc:
+            raise ConfigError(str(exc)) from None
         self.settings_path = base / "acceptor.cfg"
         self.settings_path.write_text(settings_text(
             specs, port=settings.fix_port, host=settings.fix_host,
-            data_dictionary=settings.data_dictionary, store_dir=store_dir))
+            data_dictionary=self.dictionary, store_dir=store_dir))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.translator = Translator(common.instruments, settings.gateway_id, prefix)
         self.queue = CommandQueue(settings.queue_max)
         self.registry = SessionRegistry()
         self.counters = Counters()
-        self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters)
+        self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
+        self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters,
+                              silence=self.silence)
         self.writer = Writer(RespConnection(common.redis_url), self.queue, common.instruments,
                              common.stream_maxlen, self.app.translate, max_batch=settings.batch_max)
         self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.translator,
@@ -74,12 +85,15 @@ class Gateway:
             "reports_out": c.reports_out,
             "unroutable": c.unroutable,
             "callback_errors": c.callback_errors,
+            "silent_logouts": self.silence.logouts if self.silence is not None else 0,
             "labs": "on" if self.labs is not None else "off",
         }
 
     def start(self) -> Gateway:
         self.writer.start()
         self.reports.start()
+        if self.silence is not None:
+            self.silence.start()
         self.acceptor.start()
         log.info("FIX acceptor listening on %s:%d (%d sessions, SenderCompID FIXLAB)",
                  self.settings.fix_host, self.settings.fix_port, self.session_count)
@@ -94,6 +108,8 @@ class Gateway:
                 self.labs.stop()
             except Exception:
                 log.exception("lab manager did not stop cleanly")
+        if self.silence is not None:
+            self.silence.stop()  # before the acceptor: it calls into the acceptor's Sessions
         # Logout to every session; each onLogout queues a SessionEnded the writer still publishes.
         self.acceptor.stop()
         self.writer.stop()

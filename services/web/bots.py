@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import quickfix as fix
 
+from services.gateway.dictionary import exchange_dictionary_file
 from services.web.ladder import Quote, ladder, levels_per_side, missing
 from shared import logs
 from shared.bus import connect
@@ -58,7 +59,9 @@ def bot_settings(env: Mapping[str, str] | None = None) -> BotSettings:
 def session_settings(s: BotSettings) -> fix.SessionSettings:
     lines = ["[DEFAULT]", "ConnectionType=initiator", "StartTime=00:00:00", "EndTime=00:00:00",
              f"HeartBtInt={s.heartbeat_s}", "ReconnectInterval=2", "ResetOnLogon=Y", "ResetOnLogout=Y",
-             "ResetOnDisconnect=Y", "UseDataDictionary=N", "SocketConnectHost=127.0.0.1",
+             "ResetOnDisconnect=Y", "UseDataDictionary=Y",
+             # Strict validation with the exchange's own dictionary (FIX44.xml + TrdMatchID in 35=8).
+             f"DataDictionary={exchange_dictionary_file()}", "SocketConnectHost=127.0.0.1",
              f"SocketConnectPort={s.fix_port}"]
     for comp in BOT_COMP_IDS[:s.bots]:
         lines += ["[SESSION]", f"BeginString={BEGIN_STRING}", f"SenderCompID={comp}",

@@ -31,7 +31,10 @@ def _definitions() -> list[str]:
 def runner(shared_reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
     sessions = tmp_path_factory.mktemp("conformance") / "sessions.cfg"
     sessions.write_text(acceptor_sessions_file("TW", "ISLD"))
-    with gateway_stack(None, matcher=False, env={"FIXLAB_FIX_SESSIONS_FILE": str(sessions)}) as stack:
+    with gateway_stack(None, matcher=False, env={"FIXLAB_FIX_SESSIONS_FILE": str(sessions),
+                                                    # QuickFIX's own sequences (6_SendTestRequest
+                                                    # expects a disconnect, not our Logout).
+                                                    "FIXLAB_SILENT_LOGOUT": "0"}) as stack:
         yield Runner("127.0.0.1", stack.fix_port, timeout_s=20)
 
 

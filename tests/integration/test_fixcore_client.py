@@ -1,6 +1,7 @@
 """An independent FIX engine as the client: fixcore-engine (pure Python, not QuickFIX) logs on to the
-gateway, trades, cancels, and validates every message it receives against its own FIX 4.4 dictionary:
-this is the proof that what the gateway sends passes the dictionary."""
+gateway, trades, cancels, and validates every message it receives against the exchange's published
+FIX 4.4 dictionary (the file the gateway derives at start-up: FIX44.xml + TrdMatchID in 35=8), with
+nothing unlisted allowed: this is the proof that what the gateway sends passes the dictionary."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ class Recorder(Application):
         return await asyncio.wait_for(scan(), 10)
 
 
-def settings_for(comp: str, port: int, log_dir: Path) -> SessionSettings:
+def settings_for(comp: str, port: int, log_dir: Path, dictionary: Path) -> SessionSettings:
     return SessionSettings.from_string(f"""
 [DEFAULT]
 ConnectionType=initiator
@@ -80,7 +81,7 @@ HeartBtInt=30
 ReconnectInterval=1
 ResetOnLogon=Y
 UseDataDictionary=Y
-DataDictionary=FIX44.xml
+DataDictionary={dictionary}
 ValidateFieldsOutOfRange=Y
 ValidateFieldsHaveValues=Y
 ValidateUserDefinedFields=Y
@@ -107,11 +108,11 @@ def app_message(msg_type: str, fields: list[tuple[int, object]]) -> Message:
     return msg
 
 
-async def trade(port: int, log_dir: Path) -> tuple[Recorder, Recorder]:
-    dd = DataDictionary.from_xml(Path(__import__("fixcore").__file__).parent / "specs" / "FIX44.xml")
+async def trade(port: int, log_dir: Path, dictionary: Path) -> tuple[Recorder, Recorder]:
+    dd = DataDictionary.from_xml(dictionary)
     buyer, seller = Recorder(dd), Recorder(dd)
-    ini_b = SocketInitiator(settings_for("CLIENT13", port, log_dir), buyer)
-    ini_s = SocketInitiator(settings_for("CLIENT14", port, log_dir), seller)
+    ini_b = SocketInitiator(settings_for("CLIENT13", port, log_dir, dictionary), buyer)
+    ini_s = SocketInitiator(settings_for("CLIENT14", port, log_dir, dictionary), seller)
     async with ini_b, ini_s:
         await asyncio.wait_for(asyncio.gather(buyer.logged_on.wait(), seller.logged_on.wait()), 15)
         sb = next(iter(ini_b.sessions.values()))
@@ -148,18 +149,25 @@ async def trade(port: int, log_dir: Path) -> tuple[Recorder, Recorder]:
 
 def test_fixcore_client_trades_and_every_message_it_receives_passes_the_dictionary(tmp_path: Path) -> None:
     with gateway_stack(None) as stack:
-        buyer, seller = asyncio.run(trade(stack.fix_port, tmp_path))
+        # The exchange's dictionary as the gateway published it at start-up.
+        published = stack.log_dir / "run" / "gateway" / stack.gateway_id / "FIXLAB-FIX44.xml"
+        dictionary = tmp_path / "FIXLAB-FIX44.xml"
+        dictionary.write_bytes(published.read_bytes())
+        buyer, seller = asyncio.run(trade(stack.fix_port, tmp_path / "log", dictionary))
     for rec in (buyer, seller):
         assert rec.violations == []
         types = {m.msg_type for m in rec.messages}
         assert "8" in types
     assert {"8", "9"} <= {m.msg_type for m in buyer.messages}
-    # The one field the stock FIX 4.4 dictionary does not list for its message type: TrdMatchID
-    # (880) on fills, which the exchange sends by design (FIX 5.0 added it to ExecutionReport).
-    # A strict QuickFIX client needs AllowUnknownMsgFields=Y for it (README).
+    # Nothing the exchange sends is unlisted for its message type in its dictionary, and TrdMatchID
+    # (880), which stock FIX44.xml does not list in 35=8, is there on every Trade report and no other.
     for rec in (buyer, seller):
-        assert rec.unlisted == {"8": {880}}
-        assert all(m.msg_type != "8" or m.get(150) == "F" for m in rec.messages if 880 in m.body)
+        assert rec.unlisted == {}
+        reports = [m for m in rec.messages if m.msg_type == "8"]
+        assert all((m.get(150) == "F") == bool(m.get(880)) for m in reports)
+    stock = DataDictionary.from_xml(Path(__import__("fixcore").__file__).parent / "specs" / "FIX44.xml")
+    assert 880 not in stock.message("8").all_fields  # what the derived dictionary adds
+    assert 880 in DataDictionary.from_xml(dictionary).message("8").all_fields
     # fixcore's own session layer validated them too: it logs every Reject it would send.
-    logs = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    logs = [p.read_text(errors="replace") for p in (tmp_path / "log").rglob("*") if p.is_file()]
     assert logs and not any("Rejecting" in text for text in logs)

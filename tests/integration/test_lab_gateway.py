@@ -88,8 +88,13 @@ def test_silent_against_the_gateway(stack: Stack) -> None:
     r = redis.Redis.from_url(stack.redis_url)
     lab = logged_on(r, "gw-silent")
     command(r, stack.gateway_id, lab.lab_id, "silent")
-    lab.wait_wire("exchange", "1", timeout=20)
+    test_request = lab.wait_wire("exchange", "1", timeout=20)
+    # The exchange's own Logout, saying why, before the engine ends the session.
+    logout = lab.wait_wire("exchange", "5", timeout=20)
+    assert tags(logout.raw)[58] == f"no answer to TestRequest {tags(test_request.raw)[112]}"
+    assert logout.n > test_request.n
     end = lab.wait_status("ended", timeout=30)
-    assert "silent" in end.text
+    assert "silent" in end.text and "no answer to TestRequest" in end.text
+    assert not [w for w in lab.wire() if w.source == "exchange" and w.n > logout.n]  # its last word
     assert end.exchange_next_target_seq < end.next_sender_seq
     assert stack.gateway.poll() is None  # the gateway is still up

@@ -13,13 +13,14 @@ from shared.config import ConfigError
 def test_defaults_follow_the_reference_lab() -> None:
     s = LabSettings.from_env({})
     assert (s.heartbeat_s, s.lifetime_s, s.max_sessions) == (6, 600.0, 20)
-    assert s.data_dictionary == default_dictionary() and not s.strict_fields
+    assert s.data_dictionary == default_dictionary()
+    assert default_dictionary().endswith("FIXLAB-FIX44.xml")  # the exchange's own, not the stock one
 
 
 def test_values_from_the_environment() -> None:
     s = LabSettings.from_env({"FIXLAB_LAB_HEARTBEAT_S": "2", "FIXLAB_LAB_LIFETIME_S": "30",
-                              "FIXLAB_LAB_MAX_SESSIONS": "5", "FIXLAB_LAB_STRICT_FIELDS": "yes"})
-    assert (s.heartbeat_s, s.lifetime_s, s.max_sessions, s.strict_fields) == (2, 30.0, 5, True)
+                              "FIXLAB_LAB_MAX_SESSIONS": "5"})
+    assert (s.heartbeat_s, s.lifetime_s, s.max_sessions) == (2, 30.0, 5)
 
 
 @pytest.mark.parametrize(("env", "text"), [
@@ -27,7 +28,6 @@ def test_values_from_the_environment() -> None:
     ({"FIXLAB_LAB_HEARTBEAT_S": "0"}, "below its minimum"),
     ({"FIXLAB_LAB_MAX_SESSIONS": "65"}, "above its maximum 64"),
     ({"FIXLAB_LAB_LIFETIME_S": "-1"}, "below its minimum"),
-    ({"FIXLAB_LAB_STRICT_FIELDS": "maybe"}, "is not a boolean"),
     ({"FIXLAB_FIX44_XML": "/nonexistent/FIX44.xml"}, "no FIX 4.4 data dictionary"),
 ])
 def test_bad_values_fail_with_one_clear_line(env: dict[str, str], text: str) -> None:
@@ -45,6 +45,7 @@ def test_initiator_settings_of_a_lab_session() -> None:
     assert d.getString("ResetOnLogon") == "Y"
     assert d.getString("UseDataDictionary") == "Y"
     assert d.getString("DataDictionary") == default_dictionary()
+    assert not d.has("AllowUnknownMsgFields")  # strict: the exchange's dictionary lists all it sends
     assert d.getString("SocketConnectHost") == "127.0.0.1"
     assert d.getString("SocketConnectPort") == "12345"
 

@@ -34,7 +34,8 @@ Emit = Callable[[Message], None]
 
 
 def initiator_settings(comp_id: str, port: int, settings: LabSettings) -> fix.SessionSettings:
-    """QuickFIX settings of one lab session (in-memory store, dictionary validation, reset on logon)."""
+    """QuickFIX settings of one lab session (in-memory store, reset on logon, strict validation with the
+    exchange's own dictionary: nothing unlisted is allowed)."""
     text = f"""[DEFAULT]
 ConnectionType=initiator
 StartTime=00:00:00
@@ -47,7 +48,6 @@ ResetOnLogon=Y
 ResetOnLogout=Y
 ResetOnDisconnect=Y
 UseDataDictionary=Y
-AllowUnknownMsgFields={'N' if settings.strict_fields else 'Y'}
 DataDictionary={settings.data_dictionary}
 SocketConnectHost=127.0.0.1
 SocketConnectPort={port}
@@ -99,6 +99,7 @@ class LabSession(fix.Application):
         self._sid = fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID)
         self._created = False
         self._seqs = (1, 1)
+        self._seqs_final = False
         self._initiator: fix.SocketInitiator | None = None
         self._down_reported = False
         self._stopped = False
@@ -143,7 +144,7 @@ class LabSession(fix.Application):
     def _refresh_seqs(self) -> None:
         # After a Logout or disconnect the engine resets its numbers (ResetOnLogout/-Disconnect):
         # the numbers the session ended with are the ones to show.
-        if self.status not in (CONNECTING, LOGGED_ON):
+        if self._seqs_final or self.status not in (CONNECTING, LOGGED_ON):
             return
         session = self._session()
         if session is not None:
@@ -255,8 +256,12 @@ class LabSession(fix.Application):
     def fromAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
         try:
             if msg.getHeader().getField(35) == "5" and not self.logging_out:
+                # The engine resets its numbers (ResetOnLogout) before onLogout: keep these.
+                self._refresh_seqs()
+                self._seqs_final = True
                 text = msg.getField(58) if msg.isSetField(58) else ""
-                self.text = "the exchange logged the session out" + (f": {text}" if text else "")
+                who = "the silent session" if self.tap.silent else "the session"
+                self.text = f"the exchange logged {who} out" + (f": {text}" if text else "")
         except Exception:
             log.exception("lab %s: fromAdmin failed", self.lab_id)
 

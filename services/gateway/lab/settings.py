@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.config import ConfigError, env_bool, env_float, env_int, env_opt_str
+from services.gateway.dictionary import DictionaryError, exchange_dictionary_file
+from shared.config import ConfigError, env_float, env_int, env_opt_str
 
 
 def default_dictionary() -> str:
-    """The FIX 4.4 data dictionary the quickfix package installs."""
-    return str(Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml")
+    """The exchange's FIX 4.4 dictionary (services.gateway.dictionary), derived from the installed one."""
+    return str(exchange_dictionary_file())
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,16 +28,17 @@ class LabSettings:
     stream_ttl_s: int = 300  # a lab stream expires this long after its session ended
     claim_ttl_s: int = 60  # a CompID claim lapses this long after its gateway stopped renewing it
     start_max_age_s: float = 60.0  # an older LabStart (no gateway was up to take it) is refused
-    # The exchange's fills carry TrdMatchID (880), which stock FIX44.xml does not list in an
-    # ExecutionReport: a strict engine rejects every fill (35=3, 373=2). Off by default, so a fill
-    # reaches the engine; values, types and required fields are still validated.
-    strict_fields: bool = False
     data_dictionary: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LabSettings:
         env = os.environ if env is None else env
-        dictionary = env_opt_str(env, "FIXLAB_FIX44_XML") or default_dictionary()
+        dictionary = env_opt_str(env, "FIXLAB_FIX44_XML")
+        if dictionary is None:
+            try:
+                dictionary = default_dictionary()
+            except DictionaryError as exc:
+                raise ConfigError(str(exc)) from None
         if not Path(dictionary).is_file():
             raise ConfigError(f"FIXLAB_FIX44_XML: no FIX 4.4 data dictionary at {dictionary}")
         return cls(
@@ -49,6 +50,5 @@ class LabSettings:
             stream_ttl_s=env_int(env, "FIXLAB_LAB_STREAM_TTL_S", 300, lo=1),
             claim_ttl_s=env_int(env, "FIXLAB_LAB_CLAIM_TTL_S", 60, lo=5),
             start_max_age_s=env_float(env, "FIXLAB_LAB_START_MAX_AGE_S", 60.0, lo=1.0),
-            strict_fields=env_bool(env, "FIXLAB_LAB_STRICT_FIELDS", False),
             data_dictionary=dictionary,
         )

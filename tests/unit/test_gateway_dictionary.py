@@ -1,0 +1,103 @@
+"""The exchange's dictionary: the installed FIX44.xml plus TrdMatchID (880) in ExecutionReport."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import quickfix as fix
+
+from services.gateway import dictionary
+from services.gateway.dictionary import DictionaryError, exchange_dictionary, write_exchange_dictionary
+
+SMALL = """<fix type='FIX' major='4' minor='4' servicepack='0'>
+ <messages>
+  <message name='ExecutionReport' msgtype='8' msgcat='app'>
+   <field name='OrderID' required='Y' />
+   <field name='LastPx' required='N' />
+   <field name='LastQty' required='N' />
+  </message>
+ </messages>
+ <fields>
+  <field number='880' name='TrdMatchID' type='STRING' />
+ </fields>
+</fix>
+"""
+
+
+def er_fields(xml: str) -> list[str]:
+    root = ET.fromstring(xml)
+    (er,) = [m for m in root.iter("message") if m.get("msgtype") == "8"]
+    return [str(f.get("name")) for f in er if f.tag == "field"]
+
+
+def test_one_line_is_added_next_to_last_px() -> None:
+    out = exchange_dictionary(SMALL)
+    assert out.splitlines()[:5] == SMALL.splitlines()[:5]
+    assert out.splitlines()[5] == "   <field name='TrdMatchID' required='N' />"
+    assert out.replace("   <field name='TrdMatchID' required='N' />\n", "", 1) == SMALL
+    assert er_fields(out) == ["OrderID", "LastPx", "TrdMatchID", "LastQty"]
+
+
+def test_already_listed_comes_back_unchanged() -> None:
+    once = exchange_dictionary(SMALL)
+    assert exchange_dictionary(once) == once
+
+
+def test_double_quotes_and_no_last_px() -> None:
+    src = SMALL.replace("'", '"').replace('   <field name="LastPx" required="N" />\n', "")
+    out = exchange_dictionary(src)
+    assert er_fields(out) == ["OrderID", "LastQty", "TrdMatchID"]
+
+
+@pytest.mark.parametrize(("xml", "text"), [
+    ("", "not a QuickFIX FIX 4.4"),
+    (SMALL.replace("minor='4'", "minor='2'"), "not a QuickFIX FIX 4.4"),
+    (SMALL.replace("number='880'", "number='881'"), "does not define field 880"),
+    (SMALL.replace("ExecutionReport", "Execution"), "no ExecutionReport"),
+    (SMALL.replace("  </message>\n", ""), "not closed"),
+])
+def test_bad_sources_are_refused_with_a_clear_error(xml: str, text: str) -> None:
+    with pytest.raises(DictionaryError, match=text):
+        exchange_dictionary(xml)
+
+
+def test_the_installed_dictionary_gains_exactly_880_in_execution_report(tmp_path: Path) -> None:
+    source = dictionary.installed_dictionary()
+    out = write_exchange_dictionary(tmp_path / "d" / "FIXLAB-FIX44.xml")
+    before, after = source.read_text().splitlines(), out.read_text().splitlines()
+    assert len(after) == len(before) + 1
+    assert "TrdMatchID" in er_fields(out.read_text()) and "TrdMatchID" not in er_fields(source.read_text())
+    # QuickFIX validates a Trade ExecutionReport with it, and not with the stock file.
+    raw = ("8=FIX.4.4\x019=0\x0135=8\x0149=FIXLAB\x0156=C\x0134=2\x0152=20260101-00:00:00\x0137=1\x01"
+           "11=a\x0117=e\x01150=F\x0139=1\x0155=X\x0154=1\x0138=10\x0144=1\x01151=5\x0114=5\x016=1\x01"
+           "31=1\x0132=5\x0160=20260101-00:00:00\x01880=M1\x0110=000\x01")
+    text = fix.Message(raw, False).toString()
+    ours = fix.DataDictionary(str(out))
+    ours.validate(fix.Message(text, ours, False))
+    stock = fix.DataDictionary(str(source))
+    with pytest.raises(fix.TagNotDefinedForMessage):
+        stock.validate(fix.Message(text, stock, False))
+
+
+def test_write_replaces_only_a_different_file(tmp_path: Path) -> None:
+    dest = tmp_path / "x.xml"
+    dest.write_text("old")
+    write_exchange_dictionary(dest)
+    first = dest.stat().st_mtime_ns
+    write_exchange_dictionary(dest)
+    assert dest.stat().st_mtime_ns == first
+    assert [p.name for p in tmp_path.iterdir()] == ["x.xml"]  # no temporary file left behind
+
+
+def test_unreadable_source(tmp_path: Path) -> None:
+    with pytest.raises(DictionaryError, match="cannot read"):
+        write_exchange_dictionary(tmp_path / "out.xml", tmp_path / "missing.xml")
+
+
+def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert dictionary.main(["--out", str(tmp_path / "FIXLAB-FIX44.xml")]) == 0
+    assert "TrdMatchID" in er_fields((tmp_path / "FIXLAB-FIX44.xml").read_text())
+    assert dictionary.main(["--out", str(tmp_path / "o.xml"), "--source", str(tmp_path / "no.xml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
