@@ -2,7 +2,7 @@
 
 Redis, matcher and gateway (short heartbeats), the liquidity bots and the web service all run as
 processes; the browser logs on, reads the Logon's named tags, buys, loses a message, trips the rate
-limit, types markup, goes silent and watches the exchange give up.
+limit, types markup, goes silent and watches the exchange give up (TestRequest, then its Logout).
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ def test_a_visitors_session(page: Page, test_output: Path) -> None:
     page.click("#b-silent")
     expect(page.locator("#silence")).to_contain_text("gives up in about")
     expect(page.locator(".msg.exchange", has_text="TestRequest").first).to_be_visible(timeout=20_000)
+    # The exchange's own Logout, with its reason, on the page's wire.
+    logout = page.locator(".msg.exchange", has_text="Logout").filter(has_text="no answer to TestRequest")
+    expect(logout.first).to_be_visible(timeout=20_000)
     expect(page.locator("#status")).to_have_text("ended", timeout=20_000)
     expect(page.locator("#b-logon")).to_be_enabled()
     page.screenshot(path=str(test_output / "web-lab-ended.png"))

@@ -158,10 +158,14 @@ def test_silent_session_is_given_up_by_the_exchange(lab: Lab) -> None:
         c.wait("state", lambda m: m["lab_id"] == first and m["status"] == "logged_on", timeout=20)
         c.send({"op": "silent"})
         c.wait("state", lambda m: m["silent"])
-        c.wait("wire", lambda m: m["msg_name"] == "TestRequest" and m["source"] == "exchange", timeout=20)
-        # QuickFIX C++ gives up on a silent peer by closing the connection (no Logout of its own).
+        tr = c.wait("wire", lambda m: m["msg_name"] == "TestRequest" and m["source"] == "exchange", timeout=20)
+        # The exchange gives up with a Logout of its own engine, saying why, then ends the session.
+        logout = c.wait("wire", lambda m: m["msg_name"] == "Logout" and m["source"] == "exchange", timeout=20)
+        test_req_id = next(f[2] for f in tr["fields"] if f[0] == 112)
+        assert [f[2] for f in logout["fields"] if f[0] == 58] == [f"no answer to TestRequest {test_req_id}"]
+        assert logout["seq"] > tr["seq"]
         ended = c.wait("state", lambda m: m["status"] in ("logged_out", "ended"), timeout=20)
-        assert ended["text"]
+        assert "no answer to TestRequest" in ended["text"]
         # The page may log on again once its session is over.
         c.send({"op": "logon"})
         again = c.wait("logon_sent")["lab_id"]
