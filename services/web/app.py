@@ -18,6 +18,8 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from services.gateway.dictionary import FILE_NAME as DICTIONARY_FILE
+from services.gateway.dictionary import exchange_dictionary_file
 from services.web import dictionary
 from services.web.lab import LabLink, Page
 from services.web.limits import PageLimiter
@@ -195,6 +197,13 @@ def create_app(settings: WebSettings) -> FastAPI:
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
+
+    # The exchange's FIX 4.4 dictionary (FIX44.xml + TrdMatchID in 35=8), for people's own clients.
+    fix_dictionary = exchange_dictionary_file()
+
+    @app.get(f"/fix/{DICTIONARY_FILE}", include_in_schema=False)
+    async def fix_dictionary_file() -> FileResponse:
+        return FileResponse(fix_dictionary, media_type="application/xml", filename=DICTIONARY_FILE)
 
     @app.get("/status", include_in_schema=False)
     async def status_page() -> FileResponse:
