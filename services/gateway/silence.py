@@ -48,20 +48,21 @@ class SilenceTimers:
             raise ValueError(f"grace must be positive, not {grace}")
         self.grace = grace
         self._heartbeats: dict[str, int] = {}
-        self._waiting: dict[str, tuple[float, str]] = {}  # session -> (deadline, TestReqID)
+        # session -> (deadline, TestReqID); mutated in place only, so readers may hold on to it
+        self.waiting: dict[str, tuple[float, str]] = {}
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(self.waiting)
 
     def logon(self, session: str, heartbeat_s: int) -> None:
         self._heartbeats[session] = heartbeat_s
-        self._waiting.pop(session, None)
+        self.waiting.pop(session, None)
 
     def sent_test_request(self, session: str, test_req_id: str, now: float) -> None:
         hb = self._heartbeats.get(session, 0)
         if hb > 0:
             # A second TestRequest keeps the first deadline: the silence began with the first.
-            self._waiting.setdefault(session, (now + self.grace_s(hb), test_req_id))
+            self.waiting.setdefault(session, (now + self.grace_s(hb), test_req_id))
 
     def grace_s(self, hb: int) -> float:
         """Seconds from the TestRequest to the Logout for HeartBtInt ``hb``."""
@@ -71,20 +72,20 @@ class SilenceTimers:
         return max(0.1 * hb, min(self.grace * hb, 1.2 * hb - ENGINE_TICK_S))
 
     def heard(self, session: str) -> None:
-        self._waiting.pop(session, None)
+        self.waiting.pop(session, None)
 
     def ended(self, session: str) -> None:
-        self._waiting.pop(session, None)
+        self.waiting.pop(session, None)
         self._heartbeats.pop(session, None)
 
     def next_deadline(self) -> float | None:
-        return min((d for d, _ in self._waiting.values()), default=None)
+        return min((d for d, _ in self.waiting.values()), default=None)
 
     def due(self, now: float) -> list[Due]:
         """Remove and return the sessions whose deadline has passed."""
-        out = [Due(s, t) for s, (d, t) in self._waiting.items() if d <= now]
+        out = [Due(s, t) for s, (d, t) in self.waiting.items() if d <= now]
         for item in out:
-            del self._waiting[item.session]
+            del self.waiting[item.session]
         return out
 
 
@@ -94,6 +95,9 @@ class SilenceWatchdog:
     def __init__(self, grace: float = DEFAULT_GRACE, tick_s: float = 0.5,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.timers = SilenceTimers(grace)
+        # Truthy while some TestRequest is unanswered: read on every application message, so a
+        # plain dict (~30 ns), not a property.
+        self.waiting = self.timers.waiting
         self.tick_s = tick_s
         self.clock = clock
         self.logouts = 0
@@ -104,10 +108,6 @@ class SilenceWatchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @property
-    def waiting(self) -> bool:
-        """True while some TestRequest is unanswered (cheap: read on every application message)."""
-        return len(self.timers) > 0
 
     # ------------------------------------------------------------ from QuickFIX callbacks
 
