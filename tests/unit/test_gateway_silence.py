@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from services.gateway.config import gateway_settings
 from services.gateway.silence import Due, SilenceTimers
+from shared.config import ConfigError
 
 
 def test_unanswered_test_request_is_due_after_the_grace() -> None:
@@ -70,3 +72,16 @@ def test_short_heartbeats_keep_the_logout_a_tick_ahead_of_the_engines_timeout() 
 def test_grace_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         SilenceTimers(grace=0)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, 0.8), ("0", 0.0), ("0.5", 0.5)])
+def test_gateway_setting(value: str | None, expected: float) -> None:
+    env = {"REDIS_URL": "redis://127.0.0.1:1"} | ({} if value is None else {"FIXLAB_SILENT_LOGOUT": value})
+    assert gateway_settings(env).silent_logout == expected
+
+
+@pytest.mark.parametrize(("value", "text"), [("1.2", "must be below 1.2"), ("-1", "below its minimum"),
+                                             ("soon", "FIXLAB_SILENT_LOGOUT")])
+def test_bad_gateway_setting_fails_with_one_clear_line(value: str, text: str) -> None:
+    with pytest.raises(ConfigError, match=text):
+        gateway_settings({"REDIS_URL": "redis://127.0.0.1:1", "FIXLAB_SILENT_LOGOUT": value})
