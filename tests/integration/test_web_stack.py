@@ -158,7 +158,8 @@ def test_silent_session_is_given_up_by_the_exchange(lab: Lab) -> None:
         c.wait("state", lambda m: m["lab_id"] == first and m["status"] == "logged_on", timeout=20)
         c.send({"op": "silent"})
         c.wait("state", lambda m: m["silent"])
-        tr = c.wait("wire", lambda m: m["msg_name"] == "TestRequest" and m["source"] == "exchange", timeout=20)
+        tr = c.wait("wire", lambda m: m["msg_name"] == "TestRequest" and m["source"] == "exchange",
+                    timeout=20)
         # The exchange gives up with a Logout of its own engine, saying why, then ends the session.
         logout = c.wait("wire", lambda m: m["msg_name"] == "Logout" and m["source"] == "exchange", timeout=20)
         test_req_id = next(f[2] for f in tr["fields"] if f[0] == 112)
