@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 APT := $(shell command -v apt-get 2>/dev/null)
 
-.PHONY: install system-deps browser run test test-fast bench lint typecheck clean
+.PHONY: install system-deps browser run test test-fast bench lint clean
 
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -37,7 +37,7 @@ browser:
 run: install
 	@$(BIN)/python -m services
 
-test: install browser
+test: install browser lint
 	@$(BIN)/python -m pytest
 
 test-fast: install
@@ -47,7 +47,8 @@ bench: install
 	@$(BIN)/python -m services.bench.suite
 
 lint: install
-	@$(BIN)/ruff check shared services tests
+	@echo "make: ruff and mypy"
+	@$(BIN)/ruff check shared services tests deploy
 	@$(BIN)/mypy
 
 clean:
