@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.bench import machine, report
+from services.bench import report
 from services.bench.procs import Baseline, Stack, base_env
+from shared import machine
 from shared.redis_server import RedisServer
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

@@ -15,20 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from shared import streams
+from shared import machine, streams
 from shared.redis_server import RedisServer, free_port
 from shared.schema import decode_batch
 
@@ -73,24 +71,6 @@ def thread_cpu(pid: int) -> dict[str, float]:
 def cpu_seconds_of(stat: Path) -> float:
     fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
-    except OSError:
-        mem_kb = 0
-    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
-    redis_version = version.stdout.strip()
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
-            "kernel": platform.release(), "python": platform.python_version(),
-            "quickfix": metadata.version("quickfix"), "redis_py": metadata.version("redis"),
-            "redis_server": redis_version}
 
 
 def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
@@ -184,7 +164,7 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
         "benchmark": "gateway intake: one FIX session floods NewOrderSingle; first to last order on the bus",
         "command": "python -m services.gateway.intake_bench " + " ".join(sys.argv[1:]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
+        **machine.describe(),
         "orders": orders,
         "published": published,
         "first_clordid": getattr(first_batch[0], "clordid", None),

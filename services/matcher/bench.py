@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shlex
 import subprocess
@@ -25,12 +24,11 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from services.matcher.engine import Engine, Limits, as_wire
-from shared import bus, streams
+from shared import bus, machine, streams
 from shared.bus import id_after
 from shared.config import Instrument
 from shared.redis_server import RedisServer
@@ -226,43 +224,6 @@ def run_service(n: int, per_entry: int, workdir: Path) -> dict[str, Any]:
         server.stop()
 
 
-def describe_machine() -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        redis_version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True,
-                                       timeout=10).stdout.split("v=")[1].split()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        redis_version = "unknown"
-
-    def version(pkg: str) -> str:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        commit = "unknown"
-    return {
-        "machine": {"cpu_model": cpu, "logical_cpus": os.cpu_count(),
-                    "kernel": f"{platform.system()} {platform.release()}",
-                    "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
-        "versions": {"python": platform.python_version(), "redis_server": redis_version,
-                     "redis_py": version("redis"), "hiredis": version("hiredis"),
-                     "msgpack": version("msgpack"), "sortedcontainers": version("sortedcontainers"),
-                     "fixlab_commit": commit},
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m services.matcher.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -277,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "matcher",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "python -m services.matcher.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
-        **describe_machine(),
+        **machine.describe(("msgpack", "sortedcontainers")),
         "note": "2 cores shared with whatever else runs: figures are rough while other work runs",
     }
     print(f"matcher bench on {result['machine']['cpu_model']}, {result['machine']['logical_cpus']} cpus, "

@@ -1,4 +1,7 @@
-"""What machine and versions a benchmark ran on (read from /proc and the tools themselves)."""
+"""What machine and versions a benchmark ran on (read from /proc and the tools themselves).
+
+Every benchmark of the project (bench suite, matcher, gateway intake) records this in its JSON.
+"""
 
 from __future__ import annotations
 
@@ -53,8 +56,18 @@ def _package_version(name: str) -> str:
         return "not installed"
 
 
-def describe() -> dict[str, Any]:
-    return {
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def describe(packages: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The machine, the versions (plus ``packages``' own) and the commit, as JSON-ready dicts."""
+    out: dict[str, Any] = {
         "machine": {
             "cpu_model": _cpu_model(),
             "logical_cpus": os.cpu_count(),
@@ -68,6 +81,9 @@ def describe() -> dict[str, Any]:
             "redis_server": _redis_version(),
             "redis_py": _package_version("redis"),
             "hiredis": _package_version("hiredis"),
+            **{name: _package_version(name) for name in packages},
+            "fixlab_commit": _commit(),
         },
         "python_executable": sys.executable,
     }
+    return out
