@@ -192,6 +192,19 @@ class StreamConsumer:
                     return False
                 delay = min(delay * 2, 2.0)
 
+    def _read_failed(self, exc: redis.RedisError, delay: float, stop: threading.Event) -> float:
+        """After a failed read: re-read pending entries first, back off on an outage; return the next
+        back-off. A lost group (NOGROUP) is created again at once; any other error reply is raised."""
+        self._pending_first = True
+        if isinstance(exc, redis.ResponseError):
+            if "NOGROUP" not in str(exc):
+                raise exc
+            log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
+            return delay
+        log.warning("redis unavailable while reading %s (%s); retrying in %.2fs", self.stream, exc, delay)
+        stop.wait(delay)
+        return min(delay * 2, 2.0)
+
     def run(self, handle: Handler, stop: threading.Event) -> None:
         """Read, handle, publish and acknowledge until ``stop`` is set."""
         delay = 0.05
@@ -203,20 +216,9 @@ class StreamConsumer:
                     need_group = False
                 batch = self.read()
                 delay = 0.05
-            except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
+            except (redis.ResponseError, *REDIS_ERRORS) as exc:
+                delay = self._read_failed(exc, delay, stop)
                 need_group = True
-                self._pending_first = True
-                continue
-            except REDIS_ERRORS as exc:
-                log.warning("redis unavailable while reading %s (%s); retrying in %.2fs",
-                            self.stream, exc, delay)
-                need_group = True
-                self._pending_first = True
-                stop.wait(delay)
-                delay = min(delay * 2, 2.0)
                 continue
             if not batch:
                 continue
@@ -317,20 +319,9 @@ class LeanStreamConsumer(StreamConsumer):
                     self._pending_first = False
                 batch = self._decode(raw) if raw else []  # may dead-letter (through ``r``)
                 delay = 0.05
-            except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
+            except (redis.ResponseError, *REDIS_ERRORS) as exc:
+                delay = self._read_failed(exc, delay, stop)
                 need_group = True
-                self._pending_first = True
-                continue
-            except REDIS_ERRORS as exc:
-                log.warning("redis unavailable while reading %s (%s); retrying in %.2fs",
-                            self.stream, exc, delay)
-                need_group = True
-                self._pending_first = True
-                stop.wait(delay)
-                delay = min(delay * 2, 2.0)
                 continue
             if not batch:  # nothing new, or every entry was dead-lettered (and acknowledged)
                 continue
