@@ -9,11 +9,10 @@ owns the incoming order and everything about sessions and events.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
-
-from sortedcontainers import SortedList
 
 from services.matcher.prorata import allocate
 from shared.config import Instrument
@@ -54,15 +53,30 @@ class Order:
                 f"@{self.price} cum={self.cum})")
 
 
-class Level:
-    """The orders resting at one price, oldest first, and their total leaves quantity."""
+class Level(deque["Order"]):
+    """The orders resting at one price, oldest first (the level is that deque), and their total
+    leaves quantity.
 
-    __slots__ = ("orders", "price", "qty")
+    A deque subclass with no ``__init__`` of its own: the reference workload opens and empties a
+    level for every other order, and this builds one in about a third of the time.
+    """
 
-    def __init__(self, price: int) -> None:
-        self.price = price
-        self.orders: deque[Order] = deque()
-        self.qty = 0
+    __slots__ = ("price", "qty")
+
+    price: int
+    qty: int
+
+    @property
+    def orders(self) -> Level:
+        """The orders, oldest first (the level itself)."""
+        return self
+
+
+def _level(price: int) -> Level:
+    level = Level()
+    level.price = price
+    level.qty = 0
+    return level
 
 
 class Book:
@@ -75,11 +89,13 @@ class Book:
         self.instrument = instrument
         self.symbol = instrument.symbol
         self.pro_rata = instrument.pro_rata
-        # Each side: price -> Level, plus the prices in a SortedList (best bid last, best ask first).
+        # Each side: price -> Level, plus the prices in a plain ascending list (best bid last, best
+        # ask first). A side holds at most the band's few thousand prices, so bisect/insort (C, one
+        # memmove) beats sortedcontainers' Python-level bookkeeping on every level added or emptied.
         self.bids: dict[int, Level] = {}
         self.asks: dict[int, Level] = {}
-        self.bid_prices: SortedList = SortedList()
-        self.ask_prices: SortedList = SortedList()
+        self.bid_prices: list[int] = []
+        self.ask_prices: list[int] = []
         # The best prices, kept up to date: the hot path asks "does it cross?" for every order.
         self.bid_top = NO_BID
         self.ask_top = NO_ASK
@@ -109,19 +125,20 @@ class Book:
         """Every resting order: bids then asks, best price first, oldest first within a price."""
         for side in (BUY, SELL):
             for level in self.levels(side):
-                yield from level.orders
+                yield from level
 
     def depth(self, n: int) -> tuple[DepthSide, DepthSide]:
         """The best ``n`` levels of each side as (price, quantity, orders)."""
         bids, asks = self.bids, self.asks
         out_bids = []
-        for p in self.bid_prices.islice(max(0, len(self.bid_prices) - n), reverse=True):
+        bid_prices = self.bid_prices
+        for p in reversed(bid_prices[max(0, len(bid_prices) - n):]):
             level = bids[p]
-            out_bids.append((p, level.qty, len(level.orders)))
+            out_bids.append((p, level.qty, len(level)))
         out_asks = []
-        for p in self.ask_prices.islice(0, n):
+        for p in self.ask_prices[:n]:
             level = asks[p]
-            out_asks.append((p, level.qty, len(level.orders)))
+            out_asks.append((p, level.qty, len(level)))
         return tuple(out_bids), tuple(out_asks)
 
     # ------------------------------------------------------------------ changes
@@ -132,18 +149,18 @@ class Book:
         if order.side == BUY:
             level = self.bids.get(price)
             if level is None:
-                level = self.bids[price] = Level(price)
-                self.bid_prices.add(price)
+                level = self.bids[price] = _level(price)
+                insort(self.bid_prices, price)
                 if price > self.bid_top:
                     self.bid_top = price
         else:
             level = self.asks.get(price)
             if level is None:
-                level = self.asks[price] = Level(price)
-                self.ask_prices.add(price)
+                level = self.asks[price] = _level(price)
+                insort(self.ask_prices, price)
                 if price < self.ask_top:
                     self.ask_top = price
-        level.orders.append(order)
+        level.append(order)
         level.qty += order.leaves
         self.resting += 1
 
@@ -154,12 +171,12 @@ class Book:
         else:
             levels, prices = self.asks, self.ask_prices
         level = levels[order.price]
-        level.orders.remove(order)  # identity comparison: Order defines no __eq__
+        level.remove(order)  # identity comparison: Order defines no __eq__
         level.qty -= order.leaves
         self.resting -= 1
-        if not level.orders:
+        if not level:
             del levels[order.price]
-            prices.remove(order.price)
+            del prices[bisect_left(prices, order.price)]
             if order.side == BUY:
                 self.bid_top = prices[-1] if prices else NO_BID
             else:
@@ -178,35 +195,58 @@ class Book:
         book. The incoming order is the caller's to update (sum of the fills' quantities).
         """
         fills: list[Fill] = []
-        take = self._take_prorata if self.pro_rata else self._take_fifo
         if side == BUY:
             prices, levels = self.ask_prices, self.asks
-            while qty:
-                px = self.ask_top
-                if px > limit:  # also when the side is empty (NO_ASK)
-                    break
-                level = levels[px]
-                qty = take(level, qty, fills)
-                if not level.orders:
-                    del levels[px]
-                    prices.pop(0)
-                    self.ask_top = prices[0] if prices else NO_ASK
+            px = self.ask_top
+            best = 0  # asks: the best price is the list's first
         else:
             prices, levels = self.bid_prices, self.bids
-            while qty:
-                px = self.bid_top
-                if px < limit:
-                    break
-                level = levels[px]
-                qty = take(level, qty, fills)
-                if not level.orders:
-                    del levels[px]
-                    prices.pop()
-                    self.bid_top = prices[-1] if prices else NO_BID
+            px = self.bid_top
+            best = -1
+        append = fills.append
+        pro_rata = self.pro_rata
+        resting = self.resting
+        while qty:
+            if (px > limit) if best == 0 else (px < limit):  # also when the side is empty
+                break
+            level = levels[px]
+            orders = level
+            if pro_rata and qty < level.qty:
+                self.resting = resting
+                qty = self._take_prorata(level, qty, fills)
+                resting = self.resting
+            else:
+                # FIFO (inlined: the hot path); a pro-rata level that trades whole is the same.
+                taken = 0
+                while qty and orders:
+                    maker = orders[0]
+                    leaves = maker.leaves
+                    if leaves <= qty:
+                        take = leaves
+                        orders.popleft()
+                        resting -= 1
+                    else:
+                        take = qty
+                    maker.leaves = leaves - take
+                    maker.cum += take
+                    maker.cost += take * px
+                    qty -= take
+                    taken += take
+                    append((maker, take, px))
+                level.qty -= taken
+            if orders:
+                break  # qty is 0: the level still has orders
+            del levels[px]
+            prices.pop(best)
+            if best == 0:
+                px = self.ask_top = prices[0] if prices else NO_ASK
+            else:
+                px = self.bid_top = prices[-1] if prices else NO_BID
+        self.resting = resting
         return fills
 
     def _take_fifo(self, level: Level, qty: int, fills: list[Fill]) -> int:
-        orders = level.orders
+        orders = level
         px = level.price
         taken = 0
         while qty and orders:
@@ -230,7 +270,7 @@ class Book:
     def _take_prorata(self, level: Level, qty: int, fills: list[Fill]) -> int:
         if qty >= level.qty:  # the whole level trades: every order in full, the same as FIFO
             return self._take_fifo(level, qty, fills)
-        makers = list(level.orders)
+        makers = list(level)
         px = level.price
         shares = allocate(qty, [m.leaves for m in makers])
         taken = 0
@@ -242,8 +282,9 @@ class Book:
                 taken += take
                 fills.append((maker, take, px))
         if any(m.leaves == 0 for m in makers):
-            level.orders = deque(m for m in makers if m.leaves)
-            self.resting -= len(makers) - len(level.orders)
+            level.clear()
+            level.extend(m for m in makers if m.leaves)
+            self.resting -= len(makers) - len(level)
         level.qty -= taken
         return qty - taken
 
