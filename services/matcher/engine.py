@@ -395,32 +395,40 @@ class Engine:
                 and type(side) is int and type(reply_to) is str and type(seq) is int and type(ts) is int
                 and session and clordid and orig and reply_to):
             raise MalformedCommand(_problem(w))
-        state = self._session(session)
-        prior = state.seen.get(clordid)
+        state = self.sessions.get(session)
+        if state is None:
+            state = self.sessions[session] = SessionState(session)
+        seen = state.seen
+        prior = seen.get(clordid)
         if prior is not None:
             if prior == seq:
                 return True
             self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL,
                                 CXL_DUPLICATE_CLORDID, f"duplicate ClOrdID {clordid} in this session")
             return False
-        state.seen[clordid] = seq
-        state.closed[clordid] = NOT_AN_ORDER
-        order = state.live.get(orig)
+        seen[clordid] = seq
+        closed = state.closed
+        closed[clordid] = NOT_AN_ORDER
+        live = state.live
+        order = live.get(orig)
         if order is None:
             self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL)
             return False
-        if order.symbol != symbol or order.side != side:
+        o_symbol, o_side = order.symbol, order.side
+        if o_symbol != symbol or o_side != side:
             self._cancel_reject(session, clordid, orig, reply_to, ts, state, RESPONSE_TO_CANCEL, CXL_OTHER,
                                 f"symbol/side {symbol}/{side} differ from the order's "
-                                f"{order.symbol}/{order.side}")
+                                f"{o_symbol}/{o_side}")
             return False
-        self.books[order.symbol].remove(order)
-        del state.live[orig]
-        state.closed[orig] = ST_CANCELED
-        self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, order.symbol,
-                                     order.side, order.price, order.qty, order.cum, order.cost, "",
-                                     self._exec_id(), ts)))
-        self._dirty[order.symbol] = ts
+        self.books[o_symbol].remove(order)
+        del live[orig]
+        closed[orig] = ST_CANCELED
+        n = self.next_exec
+        self.next_exec = n + 1
+        self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
+                                     o_side, order.price, order.qty, order.cum, order.cost, "",
+                                     self._e_prefix + str(n), ts)))
+        self._dirty[o_symbol] = ts
         return False
 
     def _replace(self, w: Wire) -> bool:
