@@ -9,10 +9,11 @@ owns the incoming order and everything about sessions and events.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from services.matcher.prorata import allocate
 from shared.config import Instrument
@@ -89,13 +90,14 @@ class Book:
         self.instrument = instrument
         self.symbol = instrument.symbol
         self.pro_rata = instrument.pro_rata
-        # Each side: price -> Level, plus the prices in a plain ascending list (best bid last, best
-        # ask first). A side holds at most the band's few thousand prices, so bisect/insort (C, one
-        # memmove) beats sortedcontainers' Python-level bookkeeping on every level added or emptied.
+        # Each side: price -> Level, plus its prices ascending in a sortedcontainers SortedList (best
+        # bid last, best ask first). Measured side by side, a plain list with bisect/insort was ~10%
+        # faster on the deep book (a side holds at most the band's few thousand prices); we keep the
+        # library the project chose, and the cached best prices below keep it off the hot path.
         self.bids: dict[int, Level] = {}
         self.asks: dict[int, Level] = {}
-        self.bid_prices: list[int] = []
-        self.ask_prices: list[int] = []
+        self.bid_prices: SortedList = SortedList()
+        self.ask_prices: SortedList = SortedList()
         # The best prices, kept up to date: the hot path asks "does it cross?" for every order.
         self.bid_top = NO_BID
         self.ask_top = NO_ASK
@@ -150,14 +152,14 @@ class Book:
             level = self.bids.get(price)
             if level is None:
                 level = self.bids[price] = _level(price)
-                insort(self.bid_prices, price)
+                self.bid_prices.add(price)
                 if price > self.bid_top:
                     self.bid_top = price
         else:
             level = self.asks.get(price)
             if level is None:
                 level = self.asks[price] = _level(price)
-                insort(self.ask_prices, price)
+                self.ask_prices.add(price)
                 if price < self.ask_top:
                     self.ask_top = price
         level.append(order)
@@ -176,7 +178,7 @@ class Book:
         self.resting -= 1
         if not level:
             del levels[order.price]
-            del prices[bisect_left(prices, order.price)]
+            prices.remove(order.price)
             if order.side == BUY:
                 self.bid_top = prices[-1] if prices else NO_BID
             else:
