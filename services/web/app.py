@@ -17,6 +17,8 @@ import redis.asyncio as aredis
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from services.gateway.dictionary import FILE_NAME as DICTIONARY_FILE
 from services.gateway.dictionary import exchange_dictionary_file
@@ -41,8 +43,12 @@ class Hub:
 
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self.r: aredis.Redis = aredis.Redis.from_url(settings.common.redis_url, socket_timeout=5,
-                                                     socket_connect_timeout=5)
+        # A pooled connection that the server closed (Redis restarted) fails on its first use: the
+        # command goes again on a fresh connection. Connection errors only: after a time-out the
+        # command may have run, and a visitor's order must not be sent twice.
+        self.r: aredis.Redis = aredis.Redis.from_url(
+            settings.common.redis_url, socket_timeout=5, socket_connect_timeout=5,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2), retry_on_error=[redis.ConnectionError])
         self.sync_r = redis.Redis.from_url(settings.common.redis_url, socket_timeout=5)
         self.dictionary = dictionary.load()
         self.limiter = PageLimiter(settings.pages_per_address, settings.pages_total)

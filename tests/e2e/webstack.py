@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import httpx
 from websockets.sync.client import ClientConnection, connect
 
 from shared.redis_server import free_port
+from tests.gateway_stack import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -43,17 +43,6 @@ class WebProcess:
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/ws"
-
-
-def _stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _spawn(module: str, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -92,7 +81,7 @@ def web_process(redis_url: str, env: Mapping[str, str] | None = None,
             sys.stderr.write(f"----- web log -----\n{log.read_text()[-6000:]}\n")
             raise
         finally:
-            _stop(proc)
+            stop_process(proc)
 
 
 @contextlib.contextmanager
@@ -109,7 +98,7 @@ def bots_process(redis_url: str, fix_port: int, env: Mapping[str, str] | None = 
             sys.stderr.write(f"----- bots log -----\n{log.read_text()[-6000:]}\n")
             raise
         finally:
-            _stop(proc)
+            stop_process(proc)
 
 
 JSOND = dict[str, Any]
