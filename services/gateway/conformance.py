@@ -91,13 +91,16 @@ def session_level(steps: Iterable[Step]) -> bool:
     return True
 
 
-def fix_time(offset_s: int = 0) -> bytes:
-    stamp = datetime.now(UTC) + timedelta(seconds=offset_s)
+def fix_time(offset_s: int = 0, now: datetime | None = None) -> bytes:
+    stamp = (now or datetime.now(UTC)) + timedelta(seconds=offset_s)
     return stamp.strftime("%Y%m%d-%H:%M:%S.%f")[:-3].encode()
 
 
 def substitute(data: bytes) -> bytes:
-    return _TIME.sub(lambda m: fix_time(int(m.group(1) or 0)), data)
+    """Fill every <TIME> of one message from one clock reading: read twice, 122 OrigSendingTime could
+    land a millisecond after 52 SendingTime, which the engine rightly rejects (373=10)."""
+    now = datetime.now(UTC)
+    return _TIME.sub(lambda m: fix_time(int(m.group(1) or 0), now), data)
 
 
 def build(data: bytes) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.conformance import build, compare, parse_definition, session_level
+from services.gateway.conformance import build, compare, parse_definition, session_level, substitute
 
 DEF = (b"# a comment\n\niCONNECT\nI8=FIX.4.4\x0135=A\x0134=1\x0149=TW\x0152=<TIME>\x0156=ISLD\x0198=0\x01"
        b"108=30\x01\nE8=FIX.4.4\x019=61\x0135=A\x0134=1\x0149=ISLD\x0152=00000000-00:00:00.000\x0156=TW\x01"
@@ -53,3 +53,13 @@ def test_compare_is_strict_except_on_loose_fields() -> None:
     assert "missing" in (compare(want, b"8=FIX.4.4\x019=49\x0135=5\x01") or "")
     # Without 9= and 10= in the expectation, the received ones are not compared.
     assert compare(b"8=FIX.4.4\x0135=0\x01", b"8=FIX.4.4\x019=5\x0135=0\x0110=001\x01") is None
+
+
+def test_every_time_of_one_message_comes_from_one_clock_reading() -> None:
+    # Many <TIME>s in one message: read one by one they would straddle millisecond boundaries.
+    msg = substitute(b"52=<TIME>\x01" + b"122=<TIME>\x01" * 2000 + b"60=<TIME+5>\x01")
+    fields = [f.split(b"=", 1) for f in msg.split(b"\x01") if f]
+    stamps = {v for k, v in fields if k in (b"52", b"122")}
+    assert len(stamps) == 1
+    [later] = [v for k, v in fields if k == b"60"]
+    assert later > next(iter(stamps))
