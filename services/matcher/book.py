@@ -247,31 +247,9 @@ class Book:
         self.resting = resting
         return fills
 
-    def _take_fifo(self, level: Level, qty: int, fills: list[Fill]) -> int:
-        orders = level
-        px = level.price
-        taken = 0
-        while qty and orders:
-            maker = orders[0]
-            leaves = maker.leaves
-            if leaves <= qty:
-                take = leaves
-                orders.popleft()
-                self.resting -= 1
-            else:
-                take = qty
-            maker.leaves = leaves - take
-            maker.cum += take
-            maker.cost += take * px
-            qty -= take
-            taken += take
-            fills.append((maker, take, px))
-        level.qty -= taken
-        return qty
-
     def _take_prorata(self, level: Level, qty: int, fills: list[Fill]) -> int:
-        if qty >= level.qty:  # the whole level trades: every order in full, the same as FIFO
-            return self._take_fifo(level, qty, fills)
+        # Only for part of a level: a level that trades whole fills every order in full, which
+        # ``match`` does on its FIFO path.
         makers = list(level)
         px = level.price
         shares = allocate(qty, [m.leaves for m in makers])
