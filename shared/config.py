@@ -6,6 +6,7 @@ with one clear line (``ConfigError``) instead of surfacing later as a confusing 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -50,7 +51,8 @@ def env_int(env: Mapping[str, str], name: str, default: int, *, lo: int | None =
     return value
 
 
-def env_float(env: Mapping[str, str], name: str, default: float, *, lo: float | None = None) -> float:
+def env_float(env: Mapping[str, str], name: str, default: float, *, lo: float | None = None,
+              hi: float | None = None) -> float:
     raw = _raw(env, name)
     if raw is None:
         return default
@@ -58,8 +60,12 @@ def env_float(env: Mapping[str, str], name: str, default: float, *, lo: float | 
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a finite number")
     if lo is not None and value < lo:
         raise ConfigError(f"{name}={value} is below its minimum {lo}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{name}={value} is above its maximum {hi}")
     return value
 
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import quickfix as fix
 
-from services.gateway.intake import CommandQueue
+from services.gateway.handoff import Handoff
 from services.gateway.silence import SilenceWatchdog
-from services.gateway.translate import HANDLED_TYPES, Refusal, Translator, split_fields
+from services.gateway.translate import HANDLED_TYPES, Translator, split_fields
 from shared.clock import now_ns
-from shared.schema import Command, SessionEnded
+from shared.schema import SessionEnded
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,6 @@ class Counters:
 
     def __init__(self) -> None:
         self.orders_in = 0
-        self.refused = 0
         self.busy = 0
         self.reports_out = 0
         self.unroutable = 0
@@ -89,13 +88,13 @@ class Counters:
 class GatewayApp(fix.Application):
     """QuickFIX callbacks: parse, translate, hand off; answer refusals on the spot."""
 
-    def __init__(self, translator: Translator, queue: CommandQueue, registry: SessionRegistry,
+    def __init__(self, translator: Translator, handoff: Handoff, registry: SessionRegistry,
                  counters: Counters, on_logon: Callable[[str], None] | None = None,
                  silence: SilenceWatchdog | None = None) -> None:
         super().__init__()
         self.silence = silence
         self.translator = translator
-        self.queue = queue
+        self.handoff = handoff
         self.registry = registry
         self.counters = counters
         self.on_logon = on_logon
@@ -122,7 +121,7 @@ class GatewayApp(fix.Application):
             comp = self.registry.comp_of(sid)
             self.registry.set_logged_on(comp, False)
             log.info("logout: cancelling its resting orders", extra={"session": comp})
-            self.queue.put_always(SessionEnded(comp, self.translator.reply_to, now_ns()))
+            self.handoff.send_command(SessionEnded(comp, self.translator.reply_to, now_ns()))
             if self.silence is not None:
                 self.silence.ended(comp)
         except Exception:
@@ -156,8 +155,8 @@ class GatewayApp(fix.Application):
 
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:
         # The engine thread is the gateway's bottleneck (QuickFIX's own parse and validation take
-        # ~19 us of it per message here), so it does the least possible: read the MsgType from the
-        # text and hand (text, receive time) to the writer thread, which translates.
+        # most of it), so it does the least possible: read the MsgType from the text and write the
+        # text to the publisher process, which translates and stamps it (see handoff.py).
         try:
             raw = message.toString()
             start = raw.find("\x0135=") + 4
@@ -175,29 +174,14 @@ class GatewayApp(fix.Application):
             raise fix.UnsupportedMessageType()
         try:
             self.counters.orders_in += 1
-            if not self.queue.put((raw, now_ns())):
+            if not self.handoff.send(raw):
                 self.counters.busy += 1
                 self._busy(msg_type, split_fields(raw))
         except Exception:
             self._failed("fromApp")
 
-    def translate(self, raw: str, ts: int) -> Command | None:
-        """Turn a received message into a command (writer thread); answer refusals here."""
-        try:
-            fields = split_fields(raw)
-            cmd = self.translator.command(fields.get("35", ""), fields, ts)
-            if isinstance(cmd, Refusal):
-                self.counters.refused += 1
-                self.registry.send(cmd.session, cmd.body)
-                return None
-            return cmd
-        except Exception:
-            self.counters.callback_errors += 1
-            log.exception("cannot translate %r", raw[:200])
-            return None
-
     def _busy(self, msg_type: str, f: dict[str, str]) -> None:
-        text = (f"exchange busy: {len(self.queue)} commands are waiting for the order bus; "
+        text = (f"exchange busy: {self.handoff.waiting} commands are waiting for the order bus; "
                 "this one was not accepted, send it again later")
         refusal = self.translator.refusal(msg_type, f, text, now_ns())
         self.registry.send(refusal.session, refusal.body)

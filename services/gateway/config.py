@@ -46,6 +46,9 @@ class GatewaySettings:
     # Log out a session that leaves a TestRequest unanswered this many HeartBtInts after it
     # (0: off, QuickFIX's own behaviour, closing the connection at 2.4 x HeartBtInt).
     silent_logout: float = 0.8
+    # How often the intake publisher reports its progress to the acceptor (which then forgets the
+    # records that are on the bus); tests lengthen it to make a publisher die with reports owed.
+    publisher_report_s: float = 0.1
 
     @property
     def dictionary_path(self) -> Path:
@@ -96,4 +99,5 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         batch_max=env_int(env, ENV_PREFIX + "GATEWAY_BATCH", 5000, lo=1, hi=100_000),
         data_dictionary=dd,
         silent_logout=silent_logout,
+        publisher_report_s=env_float(env, ENV_PREFIX + "PUBLISHER_REPORT_S", 0.1, lo=0.01, hi=60.0),
     )

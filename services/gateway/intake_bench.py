@@ -26,6 +26,7 @@ from typing import Any
 
 import redis
 
+from services.gateway import engine_floor
 from shared import machine, streams
 from shared.redis_server import RedisServer, free_port
 from shared.schema import decode_batch
@@ -63,6 +64,17 @@ def thread_cpu(pid: int) -> dict[str, float]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             out[task.name] = cpu_seconds_of(task / "stat")
+        except OSError:
+            continue
+    return out
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (the gateway's intake publisher)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
     return out
@@ -114,6 +126,7 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1.0)
             cpu0 = cpu_seconds(gw.pid)
+            kids0 = {c: cpu_seconds(c) for c in children(gw.pid)}
             print("intake: flooding", file=sys.stderr)
             t_send0 = time.time()
             chunk = 2000
@@ -125,14 +138,17 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
             stream = streams.orders_stream("0")
             deadline = time.monotonic() + 600
             published = 0
-            while published < orders:
+            answered = 0  # published, or refused by the gateway (busy, invalid): every order accounted for
+            while answered < orders:
                 if gw.poll() is not None or time.monotonic() > deadline:
                     tail = log_path.read_text()[-3000:]
                     raise RuntimeError(f"gateway stopped or stalled at {published}:\n{tail}")
                 time.sleep(0.2)
-                raw = r.hget(key, "published")
-                published = int(raw) if raw else 0
+                counts: Any = r.hmget(key, ["published", "busy", "refused"])
+                published, busy, refused = (int(v) if v else 0 for v in counts)
+                answered = published + busy + refused
             cpu1 = cpu_seconds(gw.pid)
+            kids = {c: cpu_seconds(c) - kids0.get(c, 0.0) for c in children(gw.pid)}
             threads = {k: round(v, 2) for k, v in sorted(thread_cpu(gw.pid).items(), key=lambda kv: -kv[1])
                        if v >= 0.05}
             health_raw: Any = r.hgetall(key)
@@ -159,7 +175,8 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
             server.stop()
     span_s = (last_ms - first_ms) / 1000
     # Orders in the first entry were published at its time stamp: count the rest over the span.
-    rate = (orders - len(first_batch)) / span_s if span_s > 0 else float("inf")
+    # None: every order landed within one millisecond of the first (too few to measure a rate).
+    rate = (published - len(first_batch)) / span_s if span_s > 0 else None
     result = {
         "benchmark": "gateway intake: one FIX session floods NewOrderSingle; first to last order on the bus",
         "command": "python -m services.gateway.intake_bench " + " ".join(sys.argv[1:]),
@@ -172,10 +189,12 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
         "stream_entries": entries,
         "orders_per_entry": round(orders / entries, 1),
         "bus_span_s": span_s,
-        "orders_per_s": round(rate),
+        "orders_per_s": round(rate) if rate is not None else None,
         "client_send_s": round(t_send1 - t_send0, 3),
         "gateway_cpu_s": round(cpu1 - cpu0, 2),
         "gateway_cpu_us_per_order": round((cpu1 - cpu0) / orders * 1e6, 1),
+        "publisher_cpu_s": round(sum(kids.values()), 2),
+        "publisher_cpu_us_per_order": round(sum(kids.values()) / orders * 1e6, 1),
         "gateway_health": health,
         "gateway_thread_cpu_s": threads,
         "target_orders_per_s": 50_000,
@@ -187,62 +206,6 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
     return result
 
 
-def floor(orders: int) -> dict[str, Any]:
-    """The same flood into a bare QuickFIX acceptor whose fromApp only counts (no Redis, no parse).
-
-    This is the engine thread's cost that no gateway code can remove: QuickFIX's own parsing and
-    dictionary validation plus the SWIG callback into Python, per message.
-    """
-    import threading
-
-    import quickfix as fix
-
-    from services.gateway.config import data_dictionary_path
-    from services.gateway.sessions import SessionSpec, settings_text
-
-    done = threading.Event()
-    count = [0]
-
-    class Counting(fix.Application):
-        def onCreate(self, sid: Any) -> None: ...
-        def onLogon(self, sid: Any) -> None: ...
-        def onLogout(self, sid: Any) -> None: ...
-        def toAdmin(self, msg: Any, sid: Any) -> None: ...
-        def fromAdmin(self, msg: Any, sid: Any) -> None: ...
-        def toApp(self, msg: Any, sid: Any) -> None: ...
-
-        def fromApp(self, msg: Any, sid: Any) -> None:
-            count[0] += 1
-            if count[0] == orders:
-                done.set()
-
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="fixlab-floor-") as tmp:
-        cfg = Path(tmp) / "floor.cfg"
-        spec = SessionSpec(COMP_ID, options={"ResetOnLogon": "Y", "CheckLatency": "N"})
-        cfg.write_text(settings_text([spec], port=port, host="", data_dictionary=data_dictionary_path()))
-        settings = fix.SessionSettings(str(cfg))
-        acceptor = fix.SocketAcceptor(Counting(), fix.MemoryStoreFactory(), settings)
-        acceptor.start()
-        try:
-            now = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
-            payload = b"".join(encode_orders(orders, 2, now))
-            sock = socket.create_connection(("127.0.0.1", port))
-            sock.sendall(frame([(35, "A"), (49, COMP_ID), (56, "FIXLAB"), (34, "1"), (52, now),
-                                (98, "0"), (108, "30"), (141, "Y")]))
-            sock.recv(4096)
-            cpu0, t0 = cpu_seconds(os.getpid()), time.time()
-            sock.sendall(payload)
-            if not done.wait(600):
-                raise RuntimeError(f"only {count[0]} of {orders} arrived")
-            cpu1, t1 = cpu_seconds(os.getpid()), time.time()
-            sock.close()
-        finally:
-            acceptor.stop()
-    return {"floor_orders": orders, "floor_orders_per_s": round(orders / (t1 - t0)),
-            "floor_cpu_us_per_order": round((cpu1 - cpu0) / orders * 1e6, 1)}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
@@ -250,17 +213,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy profile of the gateway, GIL holders only (.json: speedscope, else raw)")
     parser.add_argument("--floor", type=int, default=200_000,
-                        help="also flood a bare QuickFIX acceptor with this many orders (0: skip)")
+                        help="also flood bare QuickFIX acceptors (services.gateway.engine_floor, every "
+                             "variant) with this many orders each (0: skip)")
     args = parser.parse_args(argv)
     if args.orders < 1000:
         parser.error("--orders must be at least 1000")
     result = run(args.orders, None, args.profile)
     if args.floor:
-        print(f"intake: floor, {args.floor:,} orders into a bare QuickFIX acceptor", file=sys.stderr)
-        result.update(floor(args.floor))
+        print(f"intake: engine floor, {args.floor:,} orders into bare QuickFIX acceptors", file=sys.stderr)
+        rows = engine_floor.measure(list(engine_floor.VARIANTS), args.floor)
+        count = next(r for r in rows if r["variant"] == "count")
+        result.update({"floor_orders": args.floor, "floor_orders_per_s": count["orders_per_s"],
+                       "floor_cpu_us_per_order": count["cpu_us_per_order"],
+                       "engine_floor": {r["variant"]: {k: r[k] for k in ("orders_per_s", "cpu_us_per_order")}
+                                        for r in rows},
+                       "engine_floor_command": "python -m services.gateway.engine_floor --orders "
+                                               f"{args.floor}"})
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
     keys = ("orders", "orders_per_s", "bus_span_s", "stream_entries", "gateway_cpu_us_per_order",
+            "publisher_cpu_us_per_order",
             "floor_orders_per_s", "floor_cpu_us_per_order")
     print(json.dumps({k: result[k] for k in keys if k in result}))
     return 0

@@ -1,4 +1,4 @@
-"""The gateway assembled: QuickFIX acceptor, writer thread, events thread, health, labs."""
+"""The gateway assembled: QuickFIX acceptor, intake publisher process, events thread, health, labs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import quickfix as fix
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
 from services.gateway.dictionary import DictionaryError, write_exchange_dictionary
-from services.gateway.intake import CommandQueue, Writer
+from services.gateway.handoff import Handoff
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import load_sessions, settings_text
@@ -51,14 +51,14 @@ class Gateway:
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.translator = Translator(common.instruments, settings.gateway_id, prefix)
-        self.queue = CommandQueue(settings.queue_max)
         self.registry = SessionRegistry()
         self.counters = Counters()
+        # Received orders go to a publisher process over a pipe (handoff.py says why); it answers
+        # the orders it refuses through here. Bounded: its own queue plus what is in the pipe.
+        self.handoff = Handoff(prefix, self._send_refusal, max_pending=settings.queue_max + 10_000)
         self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
-        self.app = GatewayApp(self.translator, self.queue, self.registry, self.counters,
+        self.app = GatewayApp(self.translator, self.handoff, self.registry, self.counters,
                               silence=self.silence)
-        self.writer = Writer(RespConnection(common.redis_url), self.queue, common.instruments,
-                             common.stream_maxlen, self.app.translate, max_batch=settings.batch_max)
         self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.translator,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
@@ -70,27 +70,34 @@ class Gateway:
         self._store = store
         self.acceptor = fix.SocketAcceptor(self.app, store, self._fix_settings)
 
+    def _send_refusal(self, session: str, body: str) -> None:
+        if not self.registry.send(session, body):
+            self.counters.unroutable += 1
+            log.warning("refusal for a session that is gone: %r", body[:200], extra={"session": session})
+
     def health_counters(self) -> dict[str, int | str]:
         c = self.counters
+        p = self.handoff.stats
         return {
             "fix_port": self.settings.fix_port,
             "sessions_configured": self.session_count,
             "sessions_logged_on": len(self.registry.logged_on()),
             "logons": c.logons,
             "orders_in": c.orders_in,
-            "refused": c.refused,
-            "busy": c.busy,
-            "published": self.writer.published,
-            "queue_depth": len(self.queue),
+            "refused": p.refused,
+            "busy": c.busy + p.busy,
+            "published": p.published,
+            "queue_depth": self.handoff.waiting,
+            "publisher_restarts": p.restarts,
             "reports_out": c.reports_out,
             "unroutable": c.unroutable,
-            "callback_errors": c.callback_errors,
+            "callback_errors": c.callback_errors + p.errors,
             "silent_logouts": self.silence.logouts if self.silence is not None else 0,
             "labs": "on" if self.labs is not None else "off",
         }
 
     def start(self) -> Gateway:
-        self.writer.start()
+        self.handoff.start()
         self.reports.start()
         if self.silence is not None:
             self.silence.start()
@@ -110,13 +117,13 @@ class Gateway:
                 log.exception("lab manager did not stop cleanly")
         if self.silence is not None:
             self.silence.stop()  # before the acceptor: it calls into the acceptor's Sessions
-        # Logout to every session; each onLogout queues a SessionEnded the writer still publishes.
+        # Logout to every session; each onLogout hands a SessionEnded the publisher still publishes.
         self.acceptor.stop()
-        self.writer.stop()
+        self.handoff.stop()
         self.reports.stop()
         self.health.stop()
         log.info("gateway stopped: %d commands published, %d reports sent",
-                 self.writer.published, self.counters.reports_out)
+                 self.handoff.stats.published, self.counters.reports_out)
 
 
 def start_labs(settings: GatewaySettings) -> Any:

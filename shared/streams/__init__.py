@@ -45,6 +45,11 @@ def lab_stream(lab_id: str) -> str:
     return f"{PREFIX}:lab:{lab_id}"
 
 
+def intake_done_key(gateway_id: str, run: str) -> str:
+    """How many received records one gateway run's intake publisher has put on the bus (or refused)."""
+    return f"{PREFIX}:{{gw-{gateway_id}}}:intake:{run}"
+
+
 def health_key(service: str, instance: str) -> str:
     """A service instance's heartbeat and counters (a hash with a TTL)."""
     return f"{PREFIX}:health:{service}:{instance}"

@@ -36,7 +36,7 @@ def test_orders_wait_through_a_redis_outage_and_none_is_lost(fresh_redis: RedisS
 
 
 def test_a_full_queue_refuses_orders_with_a_clear_text(fresh_redis: RedisServer) -> None:
-    # One command per drain: the writer holds exactly one while Redis is down, the queue 10 more.
+    # The publisher holds at most 10 commands while Redis is down (the one it is retrying included).
     env = {"FIXLAB_GATEWAY_QUEUE": "10", "FIXLAB_GATEWAY_BATCH": "1"}
     with gateway_stack(fresh_redis.url, env=env) as stack, \
             FixClient(stack.fix_port, "CLIENT02") as c:
@@ -46,7 +46,7 @@ def test_a_full_queue_refuses_orders_with_a_clear_text(fresh_redis: RedisServer)
         sent = [f"q{i}" for i in range(15)]
         for clordid in sent:
             c.send("D", order(clordid, 1, 1, "100.00"))
-        # 10 wait in the queue (and one or two in the writer's hands); the rest are refused at once.
+        # 10 wait; the rest are refused at once.
         first_refusal = c.expect("8", lambda m: m.get(150) == "8")
         assert "exchange busy" in first_refusal[58] and first_refusal[103] == "99"
         fresh_redis.start()
@@ -56,7 +56,7 @@ def test_a_full_queue_refuses_orders_with_a_clear_text(fresh_redis: RedisServer)
             answers[m[11]] = m[150]
         refused = {k for k, v in answers.items() if v == "8"}
         assert {v for v in answers.values()} == {"0", "8"}
-        assert refused == set(sent[11:])
+        assert refused == set(sent[10:])
         # Refusals come first (at once), the waiting orders only once Redis is back.
         assert sent[-1] in refused
 

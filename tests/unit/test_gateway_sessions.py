@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from services.gateway.config import gateway_settings
-from services.gateway.intake import CommandQueue
 from services.gateway.sessions import load_sessions, parse_sessions_text, pool_sessions, settings_text
 from shared.config import ConfigError
 from shared.schema import NewOrder
@@ -77,34 +75,10 @@ def test_gateway_settings_defaults_and_errors(tmp_path: Path) -> None:
         gateway_settings({**ENV, "FIXLAB_GATEWAY_ID": "a b"})
 
 
-def _order(n: int) -> NewOrder:
-    return NewOrder("S", f"o{n}", "ACORN.LAB", 1, 100, 1, 0, "gw", n, 0)
-
-
-def test_queue_is_bounded_and_fifo() -> None:
-    q = CommandQueue(3)
-    assert all(q.put(_order(i)) for i in range(3))
-    assert not q.put(_order(3))
-    assert [c.clordid for c in q.take(2, 0)] == ["o0", "o1"]
-    assert [c.clordid for c in q.take(10, 0)] == ["o2"]
-    assert q.take(10, 0) == []
-
-
-def test_queue_wakes_a_waiting_taker() -> None:
-    q = CommandQueue(10)
-    got: list[int] = []
-    t = threading.Thread(target=lambda: got.extend(c.seq for c in q.take(10, 30)))
-    t.start()
-    # The taker may or may not be asleep yet: either way it must return with the order, long before 30 s.
-    q.put(_order(7))
-    t.join(10)
-    assert not t.is_alive() and got == [7]
-
-
-def test_writer_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> None:
+def test_publisher_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> None:
     from decimal import Decimal
 
-    from services.gateway.intake import Writer, to_wire
+    from services.gateway.intake import Publisher, to_wire
     from services.gateway.resp import RespConnection
     from services.gateway.translate import Translator, split_fields
     from shared import streams
@@ -119,12 +93,12 @@ def test_writer_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> Non
         cmd = tr.command("D", split_fields(raw), ts)
         return cmd if isinstance(cmd, NewOrder) else None
 
-    writer = Writer(RespConnection("redis://127.0.0.1:1/0"), CommandQueue(10), insts, 1000, translate)
+    publisher = Publisher(RespConnection("redis://127.0.0.1:1/0"), insts, 1000, translate, "done")
     nos = "35=D\x0149=S\x0134=3\x0111={}\x0155={}\x0154=1\x0138=1\x0140=2\x0144={}\x01"
     ended = SessionEnded("S", "gw", 9)
-    grouped, count = writer.group([(nos.format("a1", "ACORN.LAB", "100.00"), 5),
-                                   (nos.format("bad", "ACORN.LAB", "100.001"), 6),  # refused: dropped
-                                   (nos.format("b1", "BIRCH.LAB", "25.00"), 7), ended])
+    grouped, count = publisher.group([(nos.format("a1", "ACORN.LAB", "100.00"), 5),
+                                      (nos.format("bad", "ACORN.LAB", "100.001"), 6),  # refused: dropped
+                                      (nos.format("b1", "BIRCH.LAB", "25.00"), 7), to_wire(ended)])
     assert count == 3
     a, b = streams.orders_stream("a"), streams.orders_stream("b")
     assert set(grouped) == {a, b}

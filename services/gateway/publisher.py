@@ -1,0 +1,291 @@
+"""The gateway's intake publisher: a process of its own that puts received orders on the bus.
+
+``python -m services.gateway.publisher --run RUN --first N`` is started by the gateway (see
+``handoff.py``), never by hand. Why a process and not a thread: QuickFIX's engine thread takes the
+GIL for every callback, and any other Python thread that wants the GIL in the same process (even a
+light one that wakes every millisecond) cost that engine thread a third of its throughput here,
+however small its own work (measured: services/gateway/README.md). So the acceptor only writes each
+received message to a pipe; this process translates, checks, groups by shard and publishes.
+
+Pipes:
+- stdin, from the acceptor, in arrival order: whole FIX messages as received, or a command framed
+  like one (BeginString FIXLAB, the schema's encoding as body: handoff.control_record). Records are
+  numbered from ``--first`` on; each message is stamped with the time it is read here.
+- stdout, to the acceptor, JSON lines: ``["R", session, body]`` a refusal for the acceptor to send
+  on that session; ``["S", done, published, refused, busy, waiting, errors]`` progress, at most
+  every FIXLAB_PUBLISHER_REPORT_S (0.1 s), where ``done`` is the number of the last record handled
+  (the acceptor forgets records up to it).
+
+Redis down: records wait here, up to FIXLAB_GATEWAY_QUEUE of them, and the publish is retried with
+back-off; past the bound, orders are refused at once with a clear "exchange busy" text. SessionEnded
+is never refused. The count of records done is written in the same transaction as the orders, so a
+publisher started again after a crash skips the records its predecessor already published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import select
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from services.gateway.config import GatewaySettings, gateway_settings
+from services.gateway.handoff import CONTROL_BEGIN
+from services.gateway.intake import Publisher, to_wire
+from services.gateway.lab.framing import split_frames
+from services.gateway.resp import RespConnection
+from services.gateway.translate import Refusal, Translator, split_fields
+from shared import logs, streams
+from shared.config import ConfigError
+from shared.schema import Command, SchemaError, decode
+
+log = logging.getLogger("services.gateway.publisher")
+
+READ_SIZE = 1 << 20
+MAX_RECORD = 256 << 20  # QuickFIX already took the message whole: any size it passes is framed
+# Once the acceptor has closed the pipe (it stops, or it died), how long to keep retrying Redis for
+# the records still held before giving up (logged, exit 1) rather than linger as an orphan.
+FINAL_FLUSH_S = 10.0
+# After publishing k > 1 records with nothing left, wait about as long as they took to arrive before
+# reading again: under a flood the next read then finds a batch instead of one record, and the
+# acceptor's writes do not have to wake a sleeping reader for each message (that wake-up is paid on
+# the acceptor's engine thread). A lone order (k = 1) is never held back.
+LINGER_PER_RECORD_S = 0.00001
+LINGER_MAX_S = 0.002
+
+
+class IntakeLoop:
+    """One thread: read records, publish batches, answer refusals, report progress."""
+
+    def __init__(self, settings: GatewaySettings, run: str, first: int, fd_in: int, fd_out: int,
+                 generation: int = 0) -> None:
+        common = settings.common
+        self.fd_in = fd_in
+        self.fd_out = fd_out
+        self.bound = settings.queue_max
+        self.batch_max = settings.batch_max
+        self.report_s = settings.publisher_report_s
+        # Exec ids of this process's refusals: distinct from the acceptor's and from an earlier publisher's.
+        self.translator = Translator(common.instruments, settings.gateway_id, f"{run}-p{generation}")
+        self.done_key = streams.intake_done_key(settings.gateway_id, run)
+        self.conn = RespConnection(common.redis_url)
+        self.publisher = Publisher(self.conn, common.instruments, common.stream_maxlen, self.translate,
+                                   self.done_key)
+        self.first = first
+        self.received = first - 1  # number of the last record read
+        self.done = first - 1  # number of the last record handled
+        # Learnt from Redis before the first publish: what an earlier publisher of this gateway run
+        # put on the bus (records it was handed again because it died before reporting them done).
+        self.skip_upto: int | None = None
+        self.backlog: deque[tuple[int, Sequence[Any] | None]] = deque()  # None: refused, kept for order
+        self.waiting = 0  # records in the backlog and the batch in hand, refusals excepted
+        self.batch: list[tuple[int, Sequence[Any]]] | None = None  # (number, record)
+        self.batch_last = 0
+        self.refused = 0
+        self.busy = 0
+        self.errors = 0
+        self._reported: tuple[int, ...] = ()
+        self._reported_at = time.monotonic()
+
+    # ------------------------------------------------------------------ records in
+
+    def take_records(self, buf: bytes) -> bytes:
+        """Queue the whole records at the start of ``buf``; return the incomplete rest."""
+        frames, rest = split_frames(buf, max_message=MAX_RECORD)
+        ts = time.time_ns()
+        for frame in frames:
+            self.received += 1
+            record = self.record(frame.raw, frame.whole, ts)
+            if record is not None and isinstance(record[0], str) and self.waiting >= self.bound:
+                self.refuse_busy(record)
+                record = None
+            self.backlog.append((self.received, record))
+            if record is not None:
+                self.waiting += 1
+        return rest
+
+    def record(self, raw: bytes, whole: bool, ts: int) -> tuple[Any, ...] | None:
+        """A frame as (text, ts) or a command in wire form; None (counted, logged) if it is neither."""
+        if whole and not raw.startswith(CONTROL_BEGIN):
+            return (raw.decode("utf-8", "surrogateescape"), ts)
+        if whole:
+            body = raw[raw.index(b"\x01", len(CONTROL_BEGIN)) + 1:-7]
+            try:
+                return to_wire(decode(body))  # type: ignore[arg-type]
+            except SchemaError:
+                pass
+        self.errors += 1
+        log.error("not a record from the acceptor: %r", raw[:200])
+        return None
+
+    def refuse_busy(self, record: Sequence[Any]) -> None:
+        self.busy += 1
+        try:
+            fields = split_fields(record[0])
+            text = (f"exchange busy: {self.waiting} commands are waiting for the order bus; "
+                    "this one was not accepted, send it again later")
+            refusal = self.translator.refusal(fields.get("35", ""), fields, text, time.time_ns())
+            self.send_refusal(refusal)
+        except Exception:
+            self.errors += 1
+            log.exception("cannot refuse %r", str(record[0])[:200])
+
+    # ------------------------------------------------------------------ translation
+
+    def translate(self, raw: str, ts: int) -> Command | None:
+        """A received message as a command; refusals are answered here and give None."""
+        try:
+            fields = split_fields(raw)
+            cmd = self.translator.command(fields.get("35", ""), fields, ts)
+        except Exception:
+            self.errors += 1
+            log.exception("cannot translate %r", raw[:200])
+            return None
+        if isinstance(cmd, Refusal):
+            self.refused += 1
+            self.send_refusal(cmd)
+            return None
+        return cmd
+
+    def send_refusal(self, refusal: Refusal) -> None:
+        self.write(["R", refusal.session, refusal.body])
+
+    def write(self, item: list[Any]) -> None:
+        data = json.dumps(item).encode() + b"\n"
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd_out, view):]
+
+    # ------------------------------------------------------------------ publishing
+
+    def next_batch(self) -> bool:
+        """Take the next batch from the backlog into hand; False when there is none."""
+        batch: list[tuple[int, Sequence[Any]]] = []
+        skip = self.skip_upto or 0
+        while self.backlog and len(batch) < self.batch_max:
+            number, record = self.backlog.popleft()
+            self.batch_last = number
+            if record is None:
+                continue
+            self.waiting -= 1
+            if number > skip:
+                batch.append((number, record))
+        if self.batch_last == self.done:
+            return False
+        self.batch = batch
+        self.waiting += len(batch)
+        return True
+
+    def publish(self) -> bool:
+        """Publish the batch in hand; False on a Redis error (the caller retries later)."""
+        assert self.batch is not None
+        if self.skip_upto is None:
+            try:
+                raw = self.conn.call("GET", self.done_key)
+            except redis.RedisError as exc:
+                log.warning("redis unavailable, cannot read what was published: %s", exc)
+                return False
+            self.skip_upto = int(raw) if raw else 0
+            log.info("publisher started at record %d; %d already on the bus", self.first, self.skip_upto)
+            kept = [(n, r) for n, r in self.batch if n > self.skip_upto]
+            self.waiting -= len(self.batch) - len(kept)
+            self.batch = kept
+        if self.batch and not self.publisher.publish([r for _n, r in self.batch], self.batch_last):
+            return False
+        self.waiting -= len(self.batch)
+        self.batch = None
+        self.done = self.batch_last
+        return True
+
+    def report(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._reported_at < self.report_s:
+            return
+        state = (self.done, self.publisher.published, self.refused, self.busy, self.waiting, self.errors)
+        if state != self._reported:
+            self.write(["S", *state])
+            self._reported = state
+        self._reported_at = now
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        self.report(force=True)  # ready: the acceptor starts taking orders once it sees this
+        buf = b""
+        eof = False
+        give_up_at = 0.0
+        retry_at = 0.0
+        delay = 0.05
+        while True:
+            has_work = self.batch is not None or bool(self.backlog)
+            if eof and not has_work:
+                break
+            if eof and time.monotonic() > give_up_at:
+                log.error("the acceptor is gone and redis does not answer: stopping with %d commands "
+                          "unpublished", self.waiting)
+                raise SystemExit(1)
+            timeout = max(0.0, retry_at - time.monotonic()) if has_work else self.report_s
+            if eof:
+                time.sleep(timeout)
+            elif select.select([self.fd_in], [], [], timeout)[0]:
+                data = os.read(self.fd_in, READ_SIZE)
+                if data:
+                    buf = self.take_records(buf + data if buf else data)
+                else:
+                    eof = True
+                    give_up_at = time.monotonic() + FINAL_FLUSH_S
+                    if buf:
+                        self.errors += 1
+                        log.error("the acceptor's last record is incomplete: %r", buf[:200])
+            if (self.batch is not None or self.next_batch()) and time.monotonic() >= retry_at:
+                size = len(self.batch or ())
+                if self.publish():
+                    delay = 0.05
+                    if size > 1 and not self.backlog and not eof:
+                        time.sleep(min(LINGER_MAX_S, size * LINGER_PER_RECORD_S))
+                else:
+                    retry_at = time.monotonic() + delay
+                    delay = min(delay * 2, 1.0)
+            self.report()
+        self.report(force=True)
+        log.info("publisher stopped: %d commands published, %d refused, %d busy",
+                 self.publisher.published, self.refused, self.busy)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logs.setup("gateway-publisher")
+    # Ctrl-C and a supervisor's SIGTERM reach the whole process group: this process ends when the
+    # acceptor closes the pipe, after publishing what it holds, not before.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", required=True, help="the gateway run's id (names the done counter)")
+    parser.add_argument("--first", type=int, default=1, help="number of the first record on stdin")
+    parser.add_argument("--generation", type=int, default=0, help="how many publishers this run had before")
+    args = parser.parse_args(argv)
+    try:
+        settings = gateway_settings()
+    except ConfigError as exc:
+        print(f"gateway publisher: {exc}", file=sys.stderr)
+        return 2
+    loop = IntakeLoop(settings, args.run, args.first, sys.stdin.fileno(), sys.stdout.fileno(),
+                      args.generation)
+    try:
+        loop.run()
+    except BrokenPipeError:
+        log.error("the acceptor closed its end: stopping with %d records unpublished", loop.waiting)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
