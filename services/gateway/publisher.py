@@ -55,12 +55,14 @@ MAX_RECORD = 256 << 20  # QuickFIX already took the message whole: any size it p
 # Once the acceptor has closed the pipe (it stops, or it died), how long to keep retrying Redis for
 # the records still held before giving up (logged, exit 1) rather than linger as an orphan.
 FINAL_FLUSH_S = 10.0
-# After publishing k > 1 records with nothing left, wait about as long as they took to arrive before
-# reading again: under a flood the next read then finds a batch instead of one record, and the
-# acceptor's writes do not have to wake a sleeping reader for each message (that wake-up is paid on
-# the acceptor's engine thread). A lone order (k = 1) is never held back.
+# After publishing k >= 16 records with nothing left, wait about as long as they took to arrive
+# before reading again: under a flood the next read then finds a batch instead of one record, and
+# the acceptor's writes do not have to wake a sleeping reader for each message (that wake-up is paid
+# on the acceptor's engine thread). Smaller batches (a lone order, a few sessions trading) are never
+# held back: waiting there only adds latency (4x8: 6,500 -> 7,000 orders/s without it).
 LINGER_PER_RECORD_S = 0.00001
 LINGER_MAX_S = 0.002
+LINGER_ABOVE = 16
 
 
 class IntakeLoop:
@@ -250,7 +252,7 @@ class IntakeLoop:
                 size = len(self.batch or ())
                 if self.publish():
                     delay = 0.05
-                    if size > 1 and not self.backlog and not eof:
+                    if size >= LINGER_ABOVE and not self.backlog and not eof:
                         time.sleep(min(LINGER_MAX_S, size * LINGER_PER_RECORD_S))
                 else:
                     retry_at = time.monotonic() + delay
