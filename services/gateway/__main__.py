@@ -28,7 +28,7 @@ def main() -> int:
     try:
         wait_for_redis(connect(settings.common.redis_url), timeout_s=30)
     except REDIS_ERRORS as exc:
-        # Not fatal: the writer and events threads retry; orders wait in the bounded queue.
+        # Not fatal: the publisher and the events thread retry; orders wait in the publisher (bounded).
         log.warning("redis not answering yet (%s); starting anyway", exc)
     try:
         gateway = Gateway(settings)

@@ -86,7 +86,7 @@ class Counters:
 
 
 class GatewayApp(fix.Application):
-    """QuickFIX callbacks: parse, translate, hand off; answer refusals on the spot."""
+    """QuickFIX callbacks: read the MsgType, hand the message to the publisher, answer a full pipe."""
 
     def __init__(self, translator: Translator, handoff: Handoff, registry: SessionRegistry,
                  counters: Counters, on_logon: Callable[[str], None] | None = None,

@@ -40,8 +40,8 @@ class GatewaySettings:
     labs: bool
     run_dir: Path
     store: str  # "memory" (default: seed 000, everything in memory) or "file" for CLIENT sessions
-    queue_max: int  # bounded hand-off between QuickFIX callbacks and the Redis writer
-    batch_max: int  # commands the writer publishes per drain at most
+    queue_max: int  # commands the intake publisher holds for the bus before orders are refused
+    batch_max: int  # commands the publisher publishes per transaction at most
     data_dictionary: Path  # the installed FIX44.xml; the gateway derives the exchange's own from it
     # Log out a session that leaves a TestRequest unanswered this many HeartBtInts after it
     # (0: off, QuickFIX's own behaviour, closing the connection at 2.4 x HeartBtInt).

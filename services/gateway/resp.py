@@ -1,6 +1,6 @@
-"""The gateway writer's one Redis job on the shared lean connection: MULTI, XADD per shard, EXEC.
+"""The intake publisher's one Redis job on the shared lean connection: MULTI, XADD per shard, EXEC.
 
-redis-py spends ~75-95 us of CPU per command here (QUICKFIX.md); the writer would pay that for
+redis-py spends ~75-95 us of CPU per command here (QUICKFIX.md); the publisher would pay that for
 MULTI, each XADD and EXEC of every batch, on the gateway's hot path. ``shared.resp`` sends the same
 commands as one pre-encoded RESP write and parses the replies with hiredis.
 """
@@ -24,7 +24,7 @@ _DAY_MS = 86_400_000
 
 
 class RespConnection(_SharedConnection):
-    """The shared lean connection plus the writer's batched, per-shard XADD transaction."""
+    """The shared lean connection plus the publisher's batched, per-shard XADD transaction."""
 
     def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int,
                      done: tuple[str, int] | None = None) -> list[int]:
