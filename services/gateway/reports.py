@@ -49,6 +49,11 @@ class ReportSender:
         self.counters = counters
         self.consumed = 0
         self.deadlettered = 0
+        # The highest entry id whose reports this process has handed to QuickFIX. After a Redis
+        # failure our unacknowledged entries come back as pending; those up to here were sent
+        # already (the acknowledgement goes with the next read, which failed), so they are only
+        # acknowledged, not sent twice. A new process has none: it sends its pending ones again.
+        self.sent_upto: tuple[int, int] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-events", daemon=True)
 
@@ -153,7 +158,18 @@ class ReportSender:
             if pending and not ids:
                 pending = False
                 continue
+            if pending and self.sent_upto is not None:
+                upto = self.sent_upto
+                fresh = [entry for entry in entries if entry_key(entry[0]) > upto]
+                if len(fresh) < len(entries):
+                    log.info("%d pending entries were sent before redis failed: acknowledged, not sent "
+                             "again", len(entries) - len(fresh))
+                entries = fresh
             self.handle(entries)
+            if ids:
+                last = entry_key(ids[-1])
+                if self.sent_upto is None or last > self.sent_upto:
+                    self.sent_upto = last
             self.consumed += sum(len(m) for _, m in entries)
             self.deadlettered += len(bad)
             acks = self._ack_commands(ids, bad)
@@ -162,3 +178,9 @@ class ReportSender:
                 self.conn.roundtrip(b"".join(acks), len(acks))
             except redis.RedisError as exc:
                 log.warning("could not acknowledge the last reports (%s): they come back on restart", exc)
+
+
+def entry_key(entry_id: bytes) -> tuple[int, int]:
+    """A stream entry id (b"ms-seq") as a pair that sorts as Redis orders entries."""
+    ms, _, seq = entry_id.partition(b"-")
+    return int(ms), int(seq or 0)
