@@ -181,9 +181,7 @@ class GatewayApp(fix.Application):
             self._failed("fromApp")
 
     def _busy(self, msg_type: str, f: dict[str, str]) -> None:
-        text = (f"exchange busy: {self.handoff.waiting} commands are waiting for the order bus; "
-                "this one was not accepted, send it again later")
-        refusal = self.translator.refusal(msg_type, f, text, now_ns())
+        refusal = self.translator.busy(msg_type, f, self.handoff.waiting, now_ns())
         self.registry.send(refusal.session, refusal.body)
 
     def _failed(self, where: str) -> None:

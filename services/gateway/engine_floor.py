@@ -46,17 +46,12 @@ while True:
 """
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_variant(variant: str, orders: int) -> dict[str, Any]:
     """Flood a bare acceptor whose fromApp does ``variant``; orders/s and CPU per order."""
     import quickfix as fix
 
     from services.gateway.config import data_dictionary_path
-    from services.gateway.intake_bench import COMP_ID, encode_orders, frame
+    from services.gateway.intake_bench import COMP_ID, cpu_seconds, encode_orders, frame
     from services.gateway.sessions import SessionSpec, settings_text
     from shared.redis_server import free_port
 

@@ -54,8 +54,7 @@ def encode_orders(n: int, first_seq: int, sending_time: str) -> list[bytes]:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds_of(Path(f"/proc/{pid}/stat"))
 
 
 def thread_cpu(pid: int) -> dict[str, float]:

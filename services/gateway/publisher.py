@@ -133,9 +133,7 @@ class IntakeLoop:
         self.busy += 1
         try:
             fields = split_fields(record[0])
-            text = (f"exchange busy: {self.waiting} commands are waiting for the order bus; "
-                    "this one was not accepted, send it again later")
-            refusal = self.translator.refusal(fields.get("35", ""), fields, text, time.time_ns())
+            refusal = self.translator.busy(fields.get("35", ""), fields, self.waiting, time.time_ns())
             self.send_refusal(refusal)
         except Exception:
             self.errors += 1

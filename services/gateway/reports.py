@@ -25,6 +25,7 @@ from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.resp import RespConnection, command
 from services.gateway.translate import Translator
 from shared import streams
+from shared.bus import id_after
 from shared.schema import Message, SchemaError, decode_batch
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class ReportSender:
         # failure our unacknowledged entries come back as pending; those up to here were sent
         # already (the acknowledgement goes with the next read, which failed), so they are only
         # acknowledged, not sent twice. A new process has none: it sends its pending ones again.
-        self.sent_upto: tuple[int, int] | None = None
+        self.sent_upto: bytes | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-events", daemon=True)
 
@@ -160,16 +161,14 @@ class ReportSender:
                 continue
             if pending and self.sent_upto is not None:
                 upto = self.sent_upto
-                fresh = [entry for entry in entries if entry_key(entry[0]) > upto]
+                fresh = [entry for entry in entries if id_after(entry[0], upto)]
                 if len(fresh) < len(entries):
                     log.info("%d pending entries were sent before redis failed: acknowledged, not sent "
                              "again", len(entries) - len(fresh))
                 entries = fresh
             self.handle(entries)
-            if ids:
-                last = entry_key(ids[-1])
-                if self.sent_upto is None or last > self.sent_upto:
-                    self.sent_upto = last
+            if ids and (self.sent_upto is None or id_after(ids[-1], self.sent_upto)):
+                self.sent_upto = ids[-1]
             self.consumed += sum(len(m) for _, m in entries)
             self.deadlettered += len(bad)
             acks = self._ack_commands(ids, bad)
@@ -179,8 +178,3 @@ class ReportSender:
             except redis.RedisError as exc:
                 log.warning("could not acknowledge the last reports (%s): they come back on restart", exc)
 
-
-def entry_key(entry_id: bytes) -> tuple[int, int]:
-    """A stream entry id (b"ms-seq") as a pair that sorts as Redis orders entries."""
-    ms, _, seq = entry_id.partition(b"-")
-    return int(ms), int(seq or 0)

@@ -218,6 +218,12 @@ class Translator:
         response_to = RESPONSE_TO_CANCEL if msg_type == CANCEL else RESPONSE_TO_REPLACE
         return Refusal(session, self._cancel_reject_body(f, response_to, CXL_OTHER, text, ts), text)
 
+    def busy(self, msg_type: str, f: dict[str, str], waiting: int, ts: int) -> Refusal:
+        """The refusal of an order message the exchange cannot take now: ``waiting`` are queued."""
+        text = (f"exchange busy: {waiting} commands are waiting for the order bus; "
+                "this one was not accepted, send it again later")
+        return self.refusal(msg_type, f, text, ts)
+
     def _exec_id(self) -> str:
         return f"{self.id_prefix}-{next(self._exec_ids)}"
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from services.gateway.intake_bench import children
+from shared import streams
 from shared.redis_server import RedisServer
 from shared.schema import NewOrder, decode_batch
 from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order
@@ -25,25 +27,20 @@ pytestmark = [
 def publisher_pid(gateway_pid: int, not_pid: int = 0) -> int:
     """The gateway's publisher process (a child of any of its threads), other than ``not_pid``."""
     def find() -> int:
-        for task in Path(f"/proc/{gateway_pid}/task").iterdir():
+        for kid in children(gateway_pid):
             try:
-                kids = (task / "children").read_text().split()
+                cmdline = Path(f"/proc/{kid}/cmdline").read_bytes()
             except OSError:
                 continue
-            for kid in map(int, kids):
-                try:
-                    cmdline = Path(f"/proc/{kid}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if b"services.gateway.publisher" in cmdline and kid != not_pid:
-                    return kid
+            if b"services.gateway.publisher" in cmdline and kid != not_pid:
+                return kid
         return 0
     return eventually(find, timeout=20, what="the gateway's publisher process")
 
 
 def health(stack: Stack) -> dict[str, str]:
     r = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-    return r.hgetall(f"fixlab:health:gateway:{stack.gateway_id}")  # type: ignore[return-value]
+    return r.hgetall(streams.health_key("gateway", stack.gateway_id))  # type: ignore[return-value]
 
 
 def clordids_on_the_bus(url: str) -> list[str]:
@@ -51,7 +48,7 @@ def clordids_on_the_bus(url: str) -> list[str]:
     out: list[str] = []
     for key in r.scan_iter(match="fixlab:*:orders"):
         for _id, fields in r.xrange(key):  # type: ignore[union-attr]
-            out += [c.clordid for c in decode_batch(fields[b"b"]) if isinstance(c, NewOrder)]
+            out += [c.clordid for c in decode_batch(fields[streams.BATCH_FIELD]) if isinstance(c, NewOrder)]
     return out
 
 
