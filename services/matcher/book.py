@@ -67,11 +67,6 @@ class Level(deque["Order"]):
     price: int
     qty: int
 
-    @property
-    def orders(self) -> Level:
-        """The orders, oldest first (the level itself)."""
-        return self
-
 
 def _level(price: int) -> Level:
     level = Level()

@@ -143,7 +143,7 @@ def test_liquibook_add_multi_match_bid() -> None:
     fills = book.match(BUY, 1251, 500)
     assert [(m, q, p) for m, q, p in fills] == [(ask0, 300, 1251), (ask2, 200, 1251)]
     assert depth(book) == (((1250, 100, 1),), ((1252, 100, 1),))
-    assert next(book.levels(SELL)).orders[0] is ask1
+    assert next(book.levels(SELL))[0] is ask1
 
 
 def test_liquibook_add_partial_match_bid() -> None:

@@ -197,9 +197,9 @@ class EngineMachine(RuleBasedStateMachine):
         for book in self.engine.books.values():
             for side in (BUY, SELL):
                 for level in book.levels(side):
-                    keys = [self.orders[o.order_id].key for o in level.orders]
+                    keys = [self.orders[o.order_id].key for o in level]
                     assert keys == sorted(keys)
-                    assert level.qty == sum(o.leaves for o in level.orders)
+                    assert level.qty == sum(o.leaves for o in level)
 
 
 EngineMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=50, deadline=None,
