@@ -40,14 +40,13 @@ BIG_WRITE_TIMEOUT_S = 10.0
 
 @dataclass(slots=True)
 class PublisherStats:
-    """The publisher's progress, as last reported (plain ints, written by the reader thread only)."""
+    """The publisher's counts as last reported, plus the acceptor's own (plain ints, one writer each)."""
 
-    done: int = 0
     published: int = 0
     refused: int = 0
     busy: int = 0
-    waiting: int = 0
-    errors: int = 0
+    errors: int = 0  # the publisher's
+    bad_reports: int = 0  # lines from the publisher that the acceptor could not take
     restarts: int = 0
 
 
@@ -190,7 +189,7 @@ class Handoff:
             try:
                 self._take(json.loads(line))
             except Exception:
-                self.stats.errors += 1
+                self.stats.bad_reports += 1
                 log.exception("bad message from the publisher: %r", line[:200])
         code = proc.wait()
         proc.stdout.close()
@@ -221,11 +220,10 @@ class Handoff:
             self.on_refusal(str(item[1]), str(item[2]))
         elif kind == "S":
             self._ready.set()
-            done, published, refused, busy, waiting, errors = (int(v) for v in item[1:7])
+            done, published, refused, busy, errors = (int(v) for v in item[1:6])
             s = self.stats
-            s.published, s.refused, s.busy, s.waiting, s.errors = published, refused, busy, waiting, errors
+            s.published, s.refused, s.busy, s.errors = published, refused, busy, errors
             with self._trim_lock:
-                s.done = done
                 while self._pending and self._pending_first <= done:
                     self._pending.popleft()
                     self._pending_first += 1

@@ -12,7 +12,7 @@ Pipes:
   like one (BeginString FIXLAB, the schema's encoding as body: handoff.control_record). Records are
   numbered from ``--first`` on; each message is stamped with the time it is read here.
 - stdout, to the acceptor, JSON lines: ``["R", session, body]`` a refusal for the acceptor to send
-  on that session; ``["S", done, published, refused, busy, waiting, errors]`` progress, at most
+  on that session; ``["S", done, published, refused, busy, errors]`` progress, at most
   every FIXLAB_PUBLISHER_REPORT_S (0.1 s), where ``done`` is the number of the last record handled
   (the acceptor forgets records up to it).
 
@@ -210,7 +210,7 @@ class IntakeLoop:
         now = time.monotonic()
         if not force and now - self._reported_at < self.report_s:
             return
-        state = (self.done, self.publisher.published, self.refused, self.busy, self.waiting, self.errors)
+        state = (self.done, self.publisher.published, self.refused, self.busy, self.errors)
         if state != self._reported:
             self.write(["S", *state])
             self._reported = state

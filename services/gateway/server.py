@@ -91,7 +91,7 @@ class Gateway:
             "publisher_restarts": p.restarts,
             "reports_out": c.reports_out,
             "unroutable": c.unroutable,
-            "callback_errors": c.callback_errors + p.errors,
+            "callback_errors": c.callback_errors + p.errors + p.bad_reports,
             "silent_logouts": self.silence.logouts if self.silence is not None else 0,
             "labs": "on" if self.labs is not None else "off",
         }
