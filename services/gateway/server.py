@@ -15,7 +15,7 @@ from services.gateway.dictionary import DictionaryError, write_exchange_dictiona
 from services.gateway.handoff import Handoff
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
-from services.gateway.sessions import load_sessions, settings_text
+from services.gateway.sessions import load_sessions, settings_text, trd_match_sessions
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.translate import Translator
 from shared.bus import connect
@@ -50,7 +50,8 @@ class Gateway:
             data_dictionary=self.dictionary, store_dir=store_dir))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
-        self.translator = Translator(common.instruments, settings.gateway_id, prefix)
+        self.translator = Translator(common.instruments, settings.gateway_id, prefix,
+                                     trd_match_sessions(specs))
         self.registry = SessionRegistry()
         self.counters = Counters()
         # Received orders go to a publisher process over a pipe (handoff.py says why); it answers

@@ -12,6 +12,17 @@ every session is written out in advance. Policy (see README "Connect your own FI
 
 The store is one factory for the whole acceptor (a QuickFIX limit): memory by default; with
 FIXLAB_FIX_STORE=file, the CLIENT sessions' sequence numbers and messages also survive a restart.
+
+Two settings of the exchange's own, per session (in a user's file like any other key; never passed
+to QuickFIX):
+
+- ``SendTrdMatchID=Y``: fills carry TrdMatchID (880), which stock FIX 4.4 does not list in
+  ExecutionReport (a client validating with the stock FIX44.xml would Reject it), besides the
+  SecondaryExecID (527) every session gets. Such a client uses FIXLAB-FIX44.xml. On for the lab's
+  and the bots' sessions, off by default.
+- ``CancelOnDisconnect=N``: the session's resting orders outlive its Logout, a disconnect and a
+  restart of the gateway (GTC until cancelled, Day until the end of day). On by default, as at most
+  venues: a session's orders end with it, however it ended.
 """
 
 from __future__ import annotations
@@ -36,6 +47,9 @@ KEEP_SEQUENCES = {"ResetOnLogon": "N", "ResetOnLogout": "N", "ResetOnDisconnect"
 # Settings a user's file may not set: they belong to the whole acceptor.
 _ACCEPTOR_ONLY = {"ConnectionType", "SocketAcceptPort", "SocketAcceptAddress", "DataDictionary",
                   "FileStorePath", "FileLogPath"}
+# The exchange's own per-session settings (see above), with their defaults.
+SEND_TRD_MATCH_ID = "SendTrdMatchID"
+CANCEL_ON_DISCONNECT = "CancelOnDisconnect"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,15 +59,40 @@ class SessionSpec:
     target: str
     sender: str = EXCHANGE_COMP_ID
     begin: str = BEGIN_STRING
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)  # QuickFIX's own session settings
+    trd_match_id: bool = False  # fills also carry TrdMatchID (880)
+    cancel_on_disconnect: bool = True  # resting orders end with the session
 
 
 def pool_sessions() -> list[SessionSpec]:
     """The sessions every gateway accepts out of the box."""
     out = [SessionSpec(c, options=dict(KEEP_SEQUENCES)) for c in CLIENT_COMP_IDS]
-    for pool in (BENCH_COMP_IDS, BOT_COMP_IDS, LAB_COMP_IDS):
-        out += [SessionSpec(c, options=dict(RESET_ALWAYS)) for c in pool]
+    out += [SessionSpec(c, options=dict(RESET_ALWAYS)) for c in BENCH_COMP_IDS]
+    # The bots and the lab's sessions validate with FIXLAB-FIX44.xml and show 880 on the page.
+    for pool in (BOT_COMP_IDS, LAB_COMP_IDS):
+        out += [SessionSpec(c, options=dict(RESET_ALWAYS), trd_match_id=True) for c in pool]
     return out
+
+
+def _yes_no(values: dict[str, str], key: str, default: bool, where: str) -> bool:
+    raw = values.pop(key, None)
+    if raw is None:
+        return default
+    if raw.upper() in ("Y", "YES", "TRUE", "1"):
+        return True
+    if raw.upper() in ("N", "NO", "FALSE", "0"):
+        return False
+    raise ConfigError(f"{where}: {key}={raw!r} must be Y or N")
+
+
+def trd_match_sessions(specs: Iterable[SessionSpec]) -> frozenset[str]:
+    """The client CompIDs whose fills carry TrdMatchID (880)."""
+    return frozenset(s.target for s in specs if s.trd_match_id)
+
+
+def cancel_on_disconnect_sessions(specs: Iterable[SessionSpec]) -> frozenset[str]:
+    """The client CompIDs whose resting orders end with the session."""
+    return frozenset(s.target for s in specs if s.cancel_on_disconnect)
 
 
 def parse_sessions_text(text: str, origin: str = "sessions file") -> list[SessionSpec]:
@@ -99,7 +138,10 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
                               "SenderCompID) is required")
         if not sender:
             raise ConfigError(f"{origin} [SESSION] at line {lineno}: SenderCompID is empty")
-        out.append(SessionSpec(target, sender, begin, merged))
+        where = f"{origin} [SESSION] at line {lineno}"
+        trd = _yes_no(merged, SEND_TRD_MATCH_ID, False, where)
+        cod = _yes_no(merged, CANCEL_ON_DISCONNECT, True, where)
+        out.append(SessionSpec(target, sender, begin, merged, trd_match_id=trd, cancel_on_disconnect=cod))
     return out
 
 

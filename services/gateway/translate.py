@@ -90,7 +90,11 @@ def fix_time(ns: int) -> str:
 class Translator:
     """Turn FIX application messages into bus commands and order events into FIX messages."""
 
-    def __init__(self, instruments: Iterable[Instrument], reply_to: str, id_prefix: str = "") -> None:
+    def __init__(self, instruments: Iterable[Instrument], reply_to: str, id_prefix: str = "",
+                 trd_match_sessions: frozenset[str] = frozenset()) -> None:
+        # Fills carry the match id in SecondaryExecID (527), which stock FIX 4.4 lists in
+        # ExecutionReport; the sessions named here also get TrdMatchID (880), which it does not.
+        self.trd_match_sessions = trd_match_sessions
         self.instruments = {i.symbol: i for i in instruments}
         if not self.instruments:
             raise ValueError("no instruments")
@@ -262,7 +266,8 @@ class Translator:
                     f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2\x0144={px}"
                     f"\x0131={self._px(ev.symbol, ev.last_px)}\x0132={ev.last_qty}\x01151={ev.leaves_qty}"
                     f"\x0114={ev.cum_qty}\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}"
-                    f"\x0160={self._time(ev.ts)}\x01880={ev.match_id}\x01")
+                    f"\x0160={self._time(ev.ts)}\x01527={ev.match_id}\x01"
+                    + (f"880={ev.match_id}\x01" if ev.session in self.trd_match_sessions else ""))
         if isinstance(ev, Accepted):
             px = self._px(ev.symbol, ev.price)
             return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=0\x0139=0"
