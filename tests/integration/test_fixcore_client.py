@@ -1,7 +1,8 @@
 """An independent FIX engine as the client: fixcore-engine (pure Python, not QuickFIX) logs on to the
 gateway, trades, cancels, and validates every message it receives against the exchange's published
 FIX 4.4 dictionary (the file the gateway derives at start-up: FIX44.xml + TrdMatchID in 35=8), with
-nothing unlisted allowed: this is the proof that what the gateway sends passes the dictionary."""
+nothing unlisted allowed, in it or in stock FIX44.xml: the proof that what the gateway sends to a
+session that did not ask for TrdMatchID passes the standard dictionary."""
 
 from __future__ import annotations
 
@@ -127,7 +128,7 @@ async def trade(port: int, log_dir: Path, dictionary: Path) -> tuple[Recorder, R
         await ss.send_app(nos("fc-s1", 2, 4, "99.50"))
         sell_fill = await seller.wait_for("8", t11="fc-s1", t150="F")
         buy_fill = await buyer.wait_for("8", t11="fc-b1", t150="F")
-        assert sell_fill.get(880) == buy_fill.get(880)
+        assert sell_fill.get(527) == buy_fill.get(527)
         assert buy_fill.get(39) == "1" and buy_fill.get(151) == "6"
         await sb.send_app(app_message("F", [(41, "fc-b1"), (11, "fc-c1"), (55, "ACORN.LAB"), (54, 1),
                                             (60, now())]))
@@ -159,13 +160,18 @@ def test_fixcore_client_trades_and_every_message_it_receives_passes_the_dictiona
         types = {m.msg_type for m in rec.messages}
         assert "8" in types
     assert {"8", "9"} <= {m.msg_type for m in buyer.messages}
-    # Nothing the exchange sends is unlisted for its message type in its dictionary, and TrdMatchID
-    # (880), which stock FIX44.xml does not list in 35=8, is there on every Trade report and no other.
+    # Nothing the exchange sends is unlisted for its message type in its dictionary, nor in stock
+    # FIX44.xml: the match id is in SecondaryExecID (527) on every Trade report and no other, and
+    # TrdMatchID (880), which stock FIX44.xml does not list in 35=8, goes only to sessions that ask.
+    stock = DataDictionary.from_xml(Path(__import__("fixcore").__file__).parent / "specs" / "FIX44.xml")
     for rec in (buyer, seller):
         assert rec.unlisted == {}
+        for m in rec.messages:
+            definition = stock.message(m.msg_type)
+            assert definition is not None and set(m.body) <= definition.all_fields, m
         reports = [m for m in rec.messages if m.msg_type == "8"]
-        assert all((m.get(150) == "F") == bool(m.get(880)) for m in reports)
-    stock = DataDictionary.from_xml(Path(__import__("fixcore").__file__).parent / "specs" / "FIX44.xml")
+        assert all((m.get(150) == "F") == bool(m.get(527)) for m in reports)
+        assert not any(m.get(880) for m in reports)
     assert 880 not in stock.message("8").all_fields  # what the derived dictionary adds
     assert 880 in DataDictionary.from_xml(dictionary).message("8").all_fields
     # fixcore's own session layer validated them too: it logs every Reject it would send.

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from services.gateway.config import gateway_settings
-from services.gateway.sessions import load_sessions, parse_sessions_text, pool_sessions, settings_text
+from services.gateway.sessions import (
+    cancel_on_disconnect_sessions,
+    load_sessions,
+    parse_sessions_text,
+    pool_sessions,
+    settings_text,
+    trd_match_sessions,
+)
 from shared.config import ConfigError
 from shared.schema import NewOrder
 
@@ -29,7 +36,21 @@ def test_user_file_adds_sessions_with_defaults() -> None:
         ("FIXLAB", "ACME", "Y"), ("ISLD", "TW", "N")]
 
 
+def test_the_exchanges_own_session_keys_are_read_and_never_given_to_quickfix(tmp_path: Path) -> None:
+    specs = parse_sessions_text("[DEFAULT]\nCancelOnDisconnect=N\n[SESSION]\nTargetCompID=ACME\n"
+                                "SendTrdMatchID=Y\n[SESSION]\nTargetCompID=ACME2\nCancelOnDisconnect=Y\n")
+    assert [(s.target, s.trd_match_id, s.cancel_on_disconnect) for s in specs] == [
+        ("ACME", True, False), ("ACME2", False, True)]
+    text = settings_text(specs, port=1, host="", data_dictionary=tmp_path / "d.xml")
+    assert "SendTrdMatchID" not in text and "CancelOnDisconnect" not in text
+    # Out of the box: the bots and the lab ask for 880; every pool session cancels on disconnect.
+    pools = pool_sessions()
+    assert trd_match_sessions(pools) == {s.target for s in pools if s.target[:3] in ("BOT", "LAB")}
+    assert cancel_on_disconnect_sessions(pools) == {s.target for s in pools}
+
+
 @pytest.mark.parametrize(("text", "problem"), [
+    ("[SESSION]\nTargetCompID=A\nSendTrdMatchID=maybe\n", "must be Y or N"),
     ("[SESSION]\nSenderCompID=X\n", "TargetCompID"),
     ("[SESSION]\nTargetCompID=A\nBeginString=FIX.4.2\n", "FIX.4.4 only"),
     ("TargetCompID=A\n", r"before any \[SESSION\]"),

@@ -158,11 +158,21 @@ def test_accepted_is_execution_report_new(tr: Translator) -> None:
 def test_partial_and_full_fills(tr: Translator) -> None:
     part = body(tr.report(Filled("S", "o1", "O-1", "ACORN.LAB", 2, 10_000, 10, 9_990, 4, 4, 6, 39_960,
                                  "M-7", "E-2", TS)))
-    assert (part["150"], part["39"], part["31"], part["32"], part["880"]) == ("F", "1", "99.90", "4", "M-7")
+    assert (part["150"], part["39"], part["31"], part["32"], part["527"]) == ("F", "1", "99.90", "4", "M-7")
+    assert "880" not in part  # stock FIX 4.4 does not list TrdMatchID in ExecutionReport
     assert (part["151"], part["14"], part["6"], part["44"]) == ("6", "4", "99.90", "100.00")
     full = body(tr.report(Filled("S", "o1", "O-1", "ACORN.LAB", 2, 10_000, 10, 10_000, 6, 10, 0, 99_960,
                                  "M-8", "E-3", TS)))
     assert (full["39"], full["151"], full["14"], full["6"]) == ("2", "0", "10", "99.96")
+
+
+def test_trd_match_id_goes_only_to_the_sessions_that_ask_for_it() -> None:
+    tr = Translator([ACORN, BIRCH], "gw1", "gw1-x", frozenset({"LAB001"}))
+    for session, wants in (("LAB001", True), ("CLIENT01", False)):
+        er = body(tr.report(Filled(session, "o1", "O-1", "ACORN.LAB", 2, 10_000, 10, 9_990, 4, 4, 6, 39_960,
+                                   "M-7", "E-2", TS)))
+        assert er["527"] == "M-7"
+        assert er.get("880") == ("M-7" if wants else None)
 
 
 def test_avg_px_that_is_not_a_whole_tick_is_exact_decimal(tr: Translator) -> None:
