@@ -122,8 +122,10 @@ def stack() -> Iterator[Stack]:
 def test_a_strict_stock_client_takes_every_message_the_exchange_sends(stack: Stack, tmp_path: Path) -> None:
     a_comp, b_comp = "CLIENT09", "CLIENT10"
     a, b = StockClient(), StockClient()
-    ini_a = fix.SocketInitiator(a, fix.MemoryStoreFactory(), stock_settings(tmp_path / "a.cfg", stack.fix_port, [a_comp]))
-    ini_b = fix.SocketInitiator(b, fix.MemoryStoreFactory(), stock_settings(tmp_path / "b.cfg", stack.fix_port, [b_comp]))
+    ini_a = fix.SocketInitiator(a, fix.MemoryStoreFactory(),
+                                stock_settings(tmp_path / "a.cfg", stack.fix_port, [a_comp]))
+    ini_b = fix.SocketInitiator(b, fix.MemoryStoreFactory(),
+                                stock_settings(tmp_path / "b.cfg", stack.fix_port, [b_comp]))
     ini_a.start()
     ini_b.start()
     try:

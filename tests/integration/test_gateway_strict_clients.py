@@ -1,5 +1,6 @@
 """The bots' and the bench client's QuickFIX settings validate strictly with the exchange's dictionary:
-a trade between them reaches both applications (880 on the bots' sessions, which ask for it), and neither engine sends a Reject."""
+a trade between them reaches both applications (880 on the bots' sessions, which ask for it), and
+neither engine sends a Reject."""
 
 from __future__ import annotations
 
