@@ -25,7 +25,7 @@ def main() -> int:
         return 2
     server: RedisServer | None = None
     if not env.get("REDIS_URL"):
-        server = RedisServer(run_dir / "redis", appendonly=True).start()
+        server = RedisServer(run_dir / "redis", appendonly=True, die_with_parent=True).start()
         env["REDIS_URL"] = server.url
         print(f"run     | started a private redis-server on {server.url} (AOF in {run_dir / 'redis'})",
               flush=True)
@@ -40,8 +40,9 @@ def main() -> int:
     try:
         return Supervisor(specs, env, on_ready=ready).run()
     finally:
-        if server is not None:
+        if server is not None:  # last: the services above wrote to it until they stopped
             server.stop()
+            print("run     | stopped redis-server", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,21 @@ SERVICE_MODULES = (
     ("web", "services.web"),
     ("bots", "services.web.bots"),
 )
+# What each service talks to, among the services above (docker-compose.yml's depends_on says the
+# same). Services stop in the reverse order: web and bots, then the gateway, then the matchers (and
+# Redis, started by services/__main__.py, last), so a gateway's last SessionEnded still reaches them.
+DEPENDS_ON = {
+    "matcher": (),
+    "gateway": ("matcher",),
+    "web": ("gateway",),
+    "bots": ("gateway",),
+}
 SHARD_ENV = "FIXLAB_MATCHER_SHARD"
+
+
+def tier(name: str) -> int:
+    """How deep ``name`` sits in DEPENDS_ON: 0 needs no other service."""
+    return max((tier(dep) + 1 for dep in DEPENDS_ON[name]), default=0)
 
 
 def _present(module: str) -> bool:
@@ -55,7 +69,7 @@ def stack_specs(python: str = sys.executable, env: Mapping[str, str] | None = No
         if name == "matcher":
             for shard in shards:
                 label = name if len(shards) == 1 else f"{name}-{shard}"
-                specs.append(ServiceSpec(label, (python, "-m", module), {SHARD_ENV: shard}))
+                specs.append(ServiceSpec(label, (python, "-m", module), {SHARD_ENV: shard}, tier(name)))
         else:
-            specs.append(ServiceSpec(name, (python, "-m", module)))
+            specs.append(ServiceSpec(name, (python, "-m", module), tier=tier(name)))
     return specs

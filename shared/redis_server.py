@@ -14,6 +14,8 @@ from pathlib import Path
 
 import redis
 
+from shared import lifeline
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -24,10 +26,13 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server child process. ``appendonly`` turns on the AOF (fsync every second)."""
 
-    def __init__(self, workdir: Path, *, port: int | None = None, appendonly: bool = False) -> None:
+    def __init__(self, workdir: Path, *, port: int | None = None, appendonly: bool = False,
+                 die_with_parent: bool = False) -> None:
         self.workdir = workdir
         self.port = port or free_port()
         self.appendonly = appendonly
+        # Killed when this process dies (kill -9 included); start it from the main thread then.
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -43,7 +48,11 @@ class RedisServer:
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no",
                 "--appendfsync", "everysec", "--protected-mode", "yes", "--daemonize", "no",
                 "--logfile", str(self.workdir / "redis.log")]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # A session of its own: a Ctrl-C in the terminal reaches the runner, which stops it last,
+        # after the services that still write to it.
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=lifeline.die_with_parent() if self.die_with_parent else None)
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
         deadline = time.monotonic() + timeout_s
         try:
