@@ -125,7 +125,19 @@ class SessionEnded(Message):
     ts: int
 
 
-Command = NewOrder | CancelOrder | ReplaceOrder | SessionEnded
+@_register(6)  # 5 is MatcherSnapshot
+@dataclass(frozen=True, slots=True)
+class EndOfDay(Message):
+    """The trading day ``day`` (YYYYMMDD, UTC) ended at ``ts``: cancel every resting Day order.
+
+    Sent by every gateway to every shard (several may send the same day: the matcher acts once).
+    """
+
+    day: int
+    ts: int
+
+
+Command = NewOrder | CancelOrder | ReplaceOrder | SessionEnded | EndOfDay
 
 
 # --------------------------------------------------------------------------- events (to gateways)
@@ -458,6 +470,8 @@ class MatcherSnapshot(Message):
     (order_id, session, clordid, symbol, side, price, qty, leaves, cum_qty, cum_cost, tif, reply_to).
     ``sessions``: (session, seen ClOrdIDs, their MsgSeqNums, closed ClOrdIDs, their OrdStatus,
     open ClOrdIDs in the order they were opened), each a flat tuple (see services/matcher/engine.py).
+    ``end_of_day``: the last day an EndOfDay was applied for (0: none; last, so that snapshots
+    written before it existed still load).
     """
 
     shard: str
@@ -468,6 +482,7 @@ class MatcherSnapshot(Message):
     orders: tuple[tuple[Any, ...], ...]
     sessions: tuple[tuple[Any, ...], ...]
     ts: int
+    end_of_day: int = 0
 
 
 def from_wire(item: Sequence[Any]) -> Message:

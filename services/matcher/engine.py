@@ -41,6 +41,7 @@ from shared.schema import (
     CancelOrder,
     CancelRejected,
     Depth,
+    EndOfDay,
     Filled,
     MatcherSnapshot,
     Message,
@@ -123,7 +124,9 @@ class SessionState:
 
 # Commands travel in wire form: (code, field1, ...) in the schema's declaration order.
 _NEW, _CANCEL, _REPLACE, _END = NewOrder.CODE, CancelOrder.CODE, ReplaceOrder.CODE, SessionEnded.CODE
-_COMMANDS: dict[int, type[Message]] = {c.CODE: c for c in (NewOrder, CancelOrder, ReplaceOrder, SessionEnded)}
+_EOD = EndOfDay.CODE
+_COMMANDS: dict[int, type[Message]] = {c.CODE: c for c in (NewOrder, CancelOrder, ReplaceOrder, SessionEnded,
+                                                           EndOfDay)}
 _NAMES = {c.CODE: c.__name__ for c in message_types()}
 _STRINGS = frozenset(("session", "clordid", "orig_clordid", "symbol", "reply_to"))
 
@@ -171,6 +174,7 @@ class Engine:
         self.next_exec = 1
         self.next_match = 1
         self.commands = 0
+        self.end_of_day = 0  # the last day whose EndOfDay was applied (YYYYMMDD)
         self._out: list[Out] = []
         self._dirty: dict[str, int] = {}  # symbols whose book changed in this batch -> last ts
 
@@ -205,6 +209,8 @@ class Engine:
                     redelivered = replace(w)
                 elif code == _END:
                     redelivered = end(w)
+                elif code == _EOD:
+                    redelivered = self._end_of_day(w)
                 else:
                     name = _NAMES.get(code, f"type code {code!r:.20}")
                     raise MalformedCommand(f"{name} is not a matcher command")
@@ -515,6 +521,28 @@ class Engine:
             self._dirty[order.symbol] = ts
         return False
 
+    def _end_of_day(self, w: Wire) -> bool:
+        if len(w) != 3:
+            raise MalformedCommand(_problem(w))
+        _, day, ts = w
+        if not (type(day) is int and type(ts) is int):
+            raise MalformedCommand(_problem(w))
+        if day <= self.end_of_day:
+            return False  # done already: another gateway, or a gateway restarting, says it again
+        self.end_of_day = day
+        day_orders = [o for book in self.books.values() for o in book.orders() if o.tif == DAY]
+        for order in day_orders:
+            self.books[order.symbol].remove(order)
+            state = order.owner
+            del state.live[order.clordid]
+            state.closed[order.clordid] = ST_CANCELED
+            self._out.append((order.reply_to, (_CANCELLED, order.session, order.clordid, order.clordid,
+                                               order.order_id, order.symbol, order.side, order.price,
+                                               order.qty, order.cum, order.cost, "end of day",
+                                               self._exec_id(), ts)))
+            self._dirty[order.symbol] = ts
+        return False
+
     # ------------------------------------------------------------------ snapshot
 
     def snapshot(self, shard: str, last_id: str, ts: int) -> MatcherSnapshot:
@@ -530,7 +558,7 @@ class Engine:
             for s in self.sessions.values()
         )
         return MatcherSnapshot(shard, last_id, self.next_order, self.next_exec, self.next_match, orders,
-                               sessions, ts)
+                               sessions, ts, self.end_of_day)
 
     @classmethod
     def restore(cls, snap: MatcherSnapshot, instruments: Iterable[Instrument], *,
@@ -539,6 +567,7 @@ class Engine:
         engine = cls(instruments, limits=limits, id_prefix=id_prefix)
         engine.next_order, engine.next_exec, engine.next_match = (
             snap.next_order, snap.next_exec, snap.next_match)
+        engine.end_of_day = snap.end_of_day
         for name, seen_ids, seen_seqs, closed_ids, closed_status, _ in snap.sessions:
             state = engine.sessions[name] = SessionState(name)
             state.seen = dict(zip(seen_ids, seen_seqs, strict=True))

@@ -30,7 +30,9 @@ from shared.schema import (
     CancelOrder,
     CancelRejected,
     Depth,
+    EndOfDay,
     Filled,
+    MatcherSnapshot,
     Message,
     NewOrder,
     Rejected,
@@ -360,6 +362,51 @@ def test_session_end_cancels_resting_orders_and_forgets_clordids() -> None:
     again = Client("A")
     assert isinstance(e.apply(again.new(BUY, 9990, 1, clordid=o1.clordid))[0], Accepted)
     assert e.apply(SessionEnded("nobody", "gw1", 5)) == []
+
+
+# --------------------------------------------------------------------------- end of day
+
+def test_end_of_day_cancels_resting_day_orders_only_and_once_per_day() -> None:
+    e, a, b = engine(), Client("A"), Client("B", "gw2")
+    day1, gtc = a.new(BUY, 9990, 5), a.new(BUY, 9980, 5, tif=GTC)
+    day2 = b.new(SELL, 2600, 2, "BIRCH.LAB")
+    for cmd in (day1, gtc, day2):
+        e.apply(cmd)
+    result = e.apply_batch([EndOfDay(20240102, 99)])
+    assert [(dest, ev.session, ev.clordid, ev.orig_clordid, ev.text, ev.ts)
+            for dest, ev in zip((d for d, _ in result.events), result.messages(), strict=True)
+            if isinstance(ev, Cancelled)] == [
+        ("gw1", "A", day1.clordid, day1.clordid, "end of day", 99),
+        ("gw2", "B", day2.clordid, day2.clordid, "end of day", 99)]
+    assert only(result.messages(), Depth) == [Depth("ACORN.LAB", ((9980, 5, 1),), (), 99),
+                                              Depth("BIRCH.LAB", (), (), 99)]
+    assert [o.clordid for o in e.open_orders("A")] == [gtc.clordid] and e.resting_orders == 1
+    # The session goes on: its ClOrdIDs are remembered, a cancel of the ended order is too late.
+    [rej] = e.apply(a.cancel(day1.clordid, BUY))
+    assert isinstance(rej, CancelRejected) and rej.reason == CXL_TOO_LATE and "cancelled" in rej.text
+    # The same day again (another gateway, a restart) and an earlier one do nothing; a Day order of
+    # the next day rests until that day ends.
+    later = a.new(SELL, 10100, 1)
+    e.apply(later)
+    assert e.apply(EndOfDay(20240102, 100)) == [] and e.apply(EndOfDay(20240101, 101)) == []
+    assert e.resting_orders == 2
+    assert [ev.clordid for ev in only(e.apply(EndOfDay(20240103, 102)), Cancelled)] == [later.clordid]
+
+
+def test_end_of_day_survives_a_snapshot_and_is_checked() -> None:
+    e, a = engine(), Client("A")
+    e.apply(EndOfDay(20240102, 1))
+    e.apply(a.new(BUY, 9990, 5))
+    snap = decode(encode(e.snapshot("0", "1-0", 7)))
+    assert isinstance(snap, MatcherSnapshot) and snap.end_of_day == 20240102
+    restored = Engine.restore(snap, [ACORN, BIRCH])
+    assert restored.apply(EndOfDay(20240102, 2)) == [] and restored.resting_orders == 1
+    # A snapshot written before end of day existed (eight fields) loads as "no day done yet".
+    old = from_wire(as_wire(snap)[:-1])
+    assert isinstance(old, MatcherSnapshot) and old.end_of_day == 0
+    assert Engine.restore(old, [ACORN, BIRCH]).end_of_day == 0
+    with pytest.raises(MalformedCommand):
+        e.apply((EndOfDay.CODE, "20240103", 3))
 
 
 # --------------------------------------------------------------------------- pro-rata through the engine

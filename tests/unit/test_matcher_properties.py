@@ -23,10 +23,13 @@ from services.matcher.engine import Engine, Limits
 from shared.config import Instrument
 from shared.schema import (
     BUY,
+    DAY,
+    GTC,
     SELL,
     Accepted,
     Cancelled,
     CancelOrder,
+    EndOfDay,
     Filled,
     Message,
     NewOrder,
@@ -67,6 +70,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.by_clordid: dict[tuple[str, str], str] = {}  # (session, current ClOrdID) -> order_id
         self.last: Message | None = None
         self.clock = 0
+        self.day = 0
 
     def _stamp(self, session: str) -> tuple[str, int, int]:
         self.seq[session] += 1
@@ -123,10 +127,11 @@ class EngineMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ rules
 
     @rule(session=st.sampled_from(SESSIONS), symbol=st.sampled_from(sorted(REF)),
-          side=st.sampled_from((BUY, SELL)), offset=st.integers(-2, 2), qty=st.integers(1, 40))
-    def new_order(self, session: str, symbol: str, side: int, offset: int, qty: int) -> None:
+          side=st.sampled_from((BUY, SELL)), offset=st.integers(-2, 2), qty=st.integers(1, 40),
+          tif=st.sampled_from((DAY, GTC)))
+    def new_order(self, session: str, symbol: str, side: int, offset: int, qty: int, tif: int) -> None:
         cid, seq, ts = self._stamp(session)
-        self._apply(NewOrder(session, cid, symbol, side, REF[symbol] + offset, qty, 1, "gw", seq, ts))
+        self._apply(NewOrder(session, cid, symbol, side, REF[symbol] + offset, qty, tif, "gw", seq, ts))
 
     def _open(self) -> list[tuple[str, str]]:
         return sorted((o.session, o.clordid) for b in self.engine.books.values() for o in b.orders())
@@ -156,6 +161,17 @@ class EngineMachine(RuleBasedStateMachine):
         _, _, ts = self._stamp(session)
         self._apply(SessionEnded(session, "gw", ts))
         self.by_clordid = {k: v for k, v in self.by_clordid.items() if k[0] != session}
+
+    @rule(same_day=st.booleans())
+    def end_of_day(self, same_day: bool) -> None:
+        self.day += 0 if same_day and self.day else 1
+        self.clock += 1
+        before = self.engine.snapshot("0", "0-0", 0)
+        self._apply(EndOfDay(self.day, self.clock))
+        if self.day == before.end_of_day:
+            assert self.engine.snapshot("0", "0-0", 0) == before  # a day ends once
+        else:
+            assert all(o.tif == GTC for b in self.engine.books.values() for o in b.orders())
 
     @precondition(lambda self: self.last is not None)
     @rule()
