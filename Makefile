@@ -48,7 +48,7 @@ bench: install
 
 lint: install
 	@echo "make: ruff and mypy"
-	@$(BIN)/ruff check shared services tests deploy
+	@$(BIN)/ruff check shared services tests deploy benchmarks tools
 	@$(BIN)/mypy
 
 clean:

@@ -1,6 +1,6 @@
 """What one QuickFIX engine thread can take from Python, and what costs it (a benchmark, not a test).
 
-    python -m services.gateway.engine_floor --orders 200000 [--variant NAME ...]
+    python -m benchmarks.engine_floor --orders 200000 [--variant NAME ...]
 
 Floods a bare QuickFIX acceptor (the gateway's own settings and dictionary, no Redis, no gateway
 code) with one session's NewOrderSingle and times how fast ``fromApp`` sees them, for variants of
@@ -50,8 +50,8 @@ def run_variant(variant: str, orders: int) -> dict[str, Any]:
     """Flood a bare acceptor whose fromApp does ``variant``; orders/s and CPU per order."""
     import quickfix as fix
 
+    from benchmarks.fixload import COMP_ID, cpu_seconds, encode_orders, frame
     from services.gateway.config import data_dictionary_path
-    from services.gateway.intake_bench import COMP_ID, cpu_seconds, encode_orders, frame
     from services.gateway.sessions import SessionSpec, settings_text
     from shared.redis_server import free_port
 
@@ -145,7 +145,7 @@ def measure(variants: list[str], orders: int) -> list[dict[str, Any]]:
     """Each variant in a fresh process, in order."""
     out = []
     for variant in variants:
-        proc = subprocess.run([sys.executable, "-m", "services.gateway.engine_floor", "--one", variant,
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.engine_floor", "--one", variant,
                                "--orders", str(orders)], stdout=subprocess.PIPE, text=True, timeout=900,
                               check=True)
         out.append(json.loads(proc.stdout.strip().splitlines()[-1]))

@@ -1,6 +1,6 @@
 """Gateway intake benchmark (not a test): one FIX session floods NewOrderSingle into a real gateway.
 
-    python -m services.gateway.intake_bench --orders 1000000 --out intake.json
+    python -m benchmarks.intake --orders 1000000 --out intake.json
 
 Starts its own redis-server and ``python -m services.gateway`` (no matcher: intake only), logs on
 over a plain socket, then writes pre-encoded NewOrderSingle bytes as fast as the socket takes them,
@@ -26,62 +26,11 @@ from typing import Any
 
 import redis
 
-from services.gateway import engine_floor
+from benchmarks import engine_floor
+from benchmarks.fixload import COMP_ID, children, cpu_seconds, encode_orders, frame, thread_cpu
 from shared import machine, streams
 from shared.redis_server import RedisServer, free_port
 from shared.schema import decode_batch
-
-SOH = b"\x01"
-COMP_ID = "INTAKE"
-
-
-def frame(fields: list[tuple[int, str]]) -> bytes:
-    body = b"".join(f"{t}={v}".encode() + SOH for t, v in fields)
-    head = b"8=FIX.4.4" + SOH + f"9={len(body)}".encode() + SOH
-    total = head + body
-    return total + f"10={sum(total) % 256:03d}".encode() + SOH
-
-
-def encode_orders(n: int, first_seq: int, sending_time: str) -> list[bytes]:
-    """``n`` NewOrderSingle, alternating buy and sell at one price (as the reference bench does)."""
-    out = []
-    for i in range(n):
-        side = "1" if i % 2 == 0 else "2"
-        out.append(frame([(35, "D"), (49, COMP_ID), (56, "FIXLAB"), (34, str(first_seq + i)),
-                          (52, sending_time), (11, f"i{i}"), (55, "ACORN.LAB"), (54, side),
-                          (60, sending_time), (38, "1"), (40, "2"), (44, "100.00")]))
-    return out
-
-
-def cpu_seconds(pid: int) -> float:
-    return cpu_seconds_of(Path(f"/proc/{pid}/stat"))
-
-
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of each thread of ``pid`` (by thread id: the gateway logs which is which)."""
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out[task.name] = cpu_seconds_of(task / "stat")
-        except OSError:
-            continue
-    return out
-
-
-def children(pid: int) -> list[int]:
-    """The child processes of ``pid`` (the gateway's intake publisher)."""
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
-
-
-def cpu_seconds_of(stat: Path) -> float:
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
@@ -178,7 +127,7 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
     rate = (published - len(first_batch)) / span_s if span_s > 0 else None
     result = {
         "benchmark": "gateway intake: one FIX session floods NewOrderSingle; first to last order on the bus",
-        "command": "python -m services.gateway.intake_bench " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.intake " + " ".join(sys.argv[1:]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         **machine.describe(),
         "orders": orders,
@@ -212,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy profile of the gateway, GIL holders only (.json: speedscope, else raw)")
     parser.add_argument("--floor", type=int, default=200_000,
-                        help="also flood bare QuickFIX acceptors (services.gateway.engine_floor, every "
+                        help="also flood bare QuickFIX acceptors (benchmarks.engine_floor, every "
                              "variant) with this many orders each (0: skip)")
     args = parser.parse_args(argv)
     if args.orders < 1000:
@@ -226,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                        "floor_cpu_us_per_order": count["cpu_us_per_order"],
                        "engine_floor": {r["variant"]: {k: r[k] for k in ("orders_per_s", "cpu_us_per_order")}
                                         for r in rows},
-                       "engine_floor_command": "python -m services.gateway.engine_floor --orders "
+                       "engine_floor_command": "python -m benchmarks.engine_floor --orders "
                                                f"{args.floor}"})
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,4 +1,4 @@
-"""``python -m services.gateway.lab.bench``: what the tap and idle lab sessions cost on this machine.
+"""``python -m benchmarks.lab``: what the tap and idle lab sessions cost on this machine.
 
 1. Tap round trip: a FIX message to a loopback echo server and back, direct and through a tap
    (both directions framed and recorded); percentiles over every message.

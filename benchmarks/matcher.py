@@ -1,4 +1,4 @@
-"""``python -m services.matcher.bench --out FILE.json``: how fast the matcher is (a benchmark, not a test).
+"""``python -m benchmarks.matcher --out FILE.json``: how fast the matcher is (a benchmark, not a test).
 
 Runs:
 - core, reference workload: seed 000's (orders alternate buy and sell, one unit each, at one price,
@@ -225,7 +225,7 @@ def run_service(n: int, per_entry: int, workdir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m services.matcher.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.matcher", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, help="write the results here as JSON")
     p.add_argument("--orders", type=int, default=200_000, help="orders per core run")
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "matcher",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m services.matcher.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m benchmarks.matcher " + shlex.join(sys.argv[1:] if argv is None else argv),
         **machine.describe(("msgpack", "sortedcontainers")),
         "note": "2 cores shared with whatever else runs: figures are rough while other work runs",
     }

@@ -1,4 +1,4 @@
-"""``python -m services.matcher.hop_bench``: the matcher hop with small batches (a benchmark, not a test).
+"""``python -m benchmarks.matcher_hop``: the matcher hop with small batches (a benchmark, not a test).
 
 What the end-to-end bench puts on the matcher: tiny entries, a wake-up per batch. Runs the real
 ``python -m services.matcher`` process on its own redis-server and measures, over a lean RESP
@@ -164,7 +164,7 @@ def load(url: str, matcher_pid: int, kind: str, producers: int, per: int, rate: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m services.matcher.hop_bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.matcher_hop", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--latency", type=int, default=3000, help="orders one at a time (0: skip)")
     p.add_argument("--paced", type=int, default=5000, help="orders per paced producer (0: skip)")

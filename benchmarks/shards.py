@@ -1,7 +1,7 @@
 """Rough figure for deploy/SCALING.md: matcher throughput through Redis, one shard against two.
 
-    .venv/bin/python deploy/shard_bench.py                              # both instruments on shard 0
-    .venv/bin/python deploy/shard_bench.py ACORN.LAB:a,BIRCH.LAB:b      # one matcher per instrument
+    .venv/bin/python benchmarks/shards.py                              # both instruments on shard 0
+    .venv/bin/python benchmarks/shards.py ACORN.LAB:a,BIRCH.LAB:b      # one matcher per instrument
 
 Starts a private redis-server and the runner's matcher processes (services/stack.py) for the shard
 map, publishes ORDERS NewOrders (100 per stream entry, as the gateway batches, instruments

@@ -1,4 +1,4 @@
-"""``python -m services.web.bench [--browser]``: how fast the web side names and forwards a busy wire.
+"""``python -m benchmarks.wire [--browser]``: how fast the web side names and forwards a busy wire.
 
 1. The wire parser: microseconds per message (Logon, NewOrderSingle, ExecutionReport).
 2. Through the web service: a private redis-server and ``python -m services.web`` on free ports; a

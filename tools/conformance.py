@@ -1,6 +1,6 @@
 """A runner for QuickFIX's own FIX 4.4 session acceptance definitions (``*.def``), against any acceptor.
 
-    python -m services.gateway.conformance DIR --port 9878 [--only NAME ...]
+    python -m tools.conformance DIR --port 9878 [--only NAME ...]
 
 The definition format (QuickFIX test/definitions/server): ``#`` comment; ``iCONNECT`` / ``i2,CONNECT``
 open connection 1 (or 2); ``iDISCONNECT`` closes ours; ``I<msg>`` sends; ``E<msg>`` expects the next

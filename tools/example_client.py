@@ -1,6 +1,6 @@
 """The README's worked example: a plain QuickFIX initiator that buys one lot and prints the answers.
 
-    python -m services.gateway.example_client --port 9878 --comp CLIENT01
+    python -m tools.example_client --port 9878 --comp CLIENT01
 
 It writes the settings file below (QuickFIX's own format) to a temporary folder, logs on, sends one
 NewOrderSingle, prints every application message it gets until the ExecutionReport New (and a
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import quickfix as fix
 
-from services.gateway.dictionary import exchange_dictionary_file
+from services.gateway.config import data_dictionary_path
 
 SETTINGS = """\
 [DEFAULT]
@@ -31,7 +31,7 @@ ResetOnLogon=Y
 FileStorePath={store}
 UseDataDictionary=Y
 DataDictionary={dictionary}
-# The exchange's own dictionary: python -m services.gateway.dictionary --out FIXLAB-FIX44.xml
+# The FIX44.xml the quickfix package installs: the exchange sends nothing it does not list.
 
 [SESSION]
 BeginString=FIX.4.4
@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fixlab-client-") as tmp:
         cfg = Path(tmp) / "client.cfg"
         cfg.write_text(SETTINGS.format(store=Path(tmp) / "store", comp=args.comp, host=args.host,
-                                       port=args.port,
-                                       dictionary=exchange_dictionary_file(Path(tmp))))
+                                       port=args.port, dictionary=data_dictionary_path()))
         settings = fix.SessionSettings(str(cfg))
         app = Client()
         initiator = fix.SocketInitiator(app, fix.FileStoreFactory(settings), settings)

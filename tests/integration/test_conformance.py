@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.conformance import Runner, acceptor_sessions_file, session_level_files
 from tests.gateway_stack import gateway_stack
+from tools.conformance import Runner, acceptor_sessions_file, session_level_files
 
 pytestmark = pytest.mark.integration
 

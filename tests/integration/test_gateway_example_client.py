@@ -17,7 +17,7 @@ pytestmark = [
 
 def test_readme_example_client_gets_its_order_acknowledged() -> None:
     with gateway_stack(None) as stack:
-        out = subprocess.run([sys.executable, "-m", "services.gateway.example_client", "--port",
+        out = subprocess.run([sys.executable, "-m", "tools.example_client", "--port",
                               str(stack.fix_port), "--comp", "CLIENT16"],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.engine_floor import VARIANTS
+from benchmarks.engine_floor import VARIANTS
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def test_intake_bench_puts_every_order_on_the_bus_once_and_measures_each_engine_variant(
         tmp_path: Path) -> None:
     out = tmp_path / "intake.json"
-    subprocess.run([sys.executable, "-m", "services.gateway.intake_bench", "--orders", "20000",
+    subprocess.run([sys.executable, "-m", "benchmarks.intake", "--orders", "20000",
                     "--floor", "1000", "--out", str(out)], check=True, timeout=300,
                    stdout=subprocess.DEVNULL)
     result = json.loads(out.read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from services.gateway.intake_bench import children
+from benchmarks.fixload import children
 from shared import streams
 from shared.redis_server import RedisServer
 from shared.schema import NewOrder, decode_batch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.conformance import build, compare, parse_definition, session_level, substitute
+from tools.conformance import build, compare, parse_definition, session_level, substitute
 
 DEF = (b"# a comment\n\niCONNECT\nI8=FIX.4.4\x0135=A\x0134=1\x0149=TW\x0152=<TIME>\x0156=ISLD\x0198=0\x01"
        b"108=30\x01\nE8=FIX.4.4\x019=61\x0135=A\x0134=1\x0149=ISLD\x0152=00000000-00:00:00.000\x0156=TW\x01"

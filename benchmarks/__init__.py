@@ -1,0 +1,1 @@
+"""Benchmarks: separate from the tests, outside the services (nothing imports this package)."""
