@@ -6,6 +6,7 @@ with one clear line (``ConfigError``) instead of surfacing later as a confusing 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import re
@@ -79,6 +80,15 @@ def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ConfigError(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def env_time(env: Mapping[str, str], name: str, default: str) -> dt.time:
+    """A time of day written HH:MM (24-hour), e.g. FIXLAB_END_OF_DAY=21:00."""
+    raw = _raw(env, name) or default
+    m = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", raw)
+    if m is None:
+        raise ConfigError(f"{name}={raw!r} is not a time of day HH:MM (00:00 to 23:59)")
+    return dt.time(int(m.group(1)), int(m.group(2)))
 
 
 def redact_url(url: str) -> str:

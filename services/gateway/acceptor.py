@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 import quickfix as fix
 
@@ -90,8 +90,11 @@ class GatewayApp(fix.Application):
 
     def __init__(self, translator: Translator, handoff: Handoff, registry: SessionRegistry,
                  counters: Counters, on_logon: Callable[[str], None] | None = None,
-                 silence: SilenceWatchdog | None = None) -> None:
+                 silence: SilenceWatchdog | None = None,
+                 cancel_on_disconnect: Container[str] | None = None) -> None:
         super().__init__()
+        # The sessions whose resting orders end with them (None: every session).
+        self.cancel_on_disconnect = cancel_on_disconnect
         self.silence = silence
         self.translator = translator
         self.handoff = handoff
@@ -120,8 +123,12 @@ class GatewayApp(fix.Application):
         try:
             comp = self.registry.comp_of(sid)
             self.registry.set_logged_on(comp, False)
-            log.info("logout: cancelling its resting orders", extra={"session": comp})
-            self.handoff.send_command(SessionEnded(comp, self.translator.reply_to, now_ns()))
+            cod = self.cancel_on_disconnect
+            if cod is None or comp in cod:
+                log.info("logout: cancelling its resting orders", extra={"session": comp})
+                self.handoff.send_command(SessionEnded(comp, self.translator.reply_to, now_ns()))
+            else:
+                log.info("logout: its orders rest on (CancelOnDisconnect=N)", extra={"session": comp})
             if self.silence is not None:
                 self.silence.ended(comp)
         except Exception:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from shared.config import (
     env_int,
     env_opt_str,
     env_str,
+    env_time,
 )
 
 STORES = ("memory", "file")
@@ -49,6 +51,8 @@ class GatewaySettings:
     # How often the intake publisher reports its progress to the acceptor (which then forgets the
     # records that are on the bus); tests lengthen it to make a publisher die with reports owed.
     publisher_report_s: float = 0.1
+    # When the trading day ends (UTC): Day orders still resting are cancelled (services/gateway/endofday.py).
+    end_of_day: dt.time = dt.time(21, 0)
 
     @property
     def dictionary_path(self) -> Path:
@@ -100,4 +104,7 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         data_dictionary=dd,
         silent_logout=silent_logout,
         publisher_report_s=env_float(env, ENV_PREFIX + "PUBLISHER_REPORT_S", 0.1, lo=0.01, hi=60.0),
+        # 21:00 UTC is 17:00 in New York in summer: the daily roll of the FX market, after the close of
+        # the US and European equity sessions (a lab run from anywhere sees one day end, not several).
+        end_of_day=env_time(env, ENV_PREFIX + "END_OF_DAY", "21:00"),
     )

@@ -16,12 +16,12 @@ import redis
 from services.gateway.resp import RespConnection
 from shared import streams
 from shared.config import Instrument
-from shared.schema import Command, NewOrder, SessionEnded, encode_wire_batch
+from shared.schema import Command, EndOfDay, NewOrder, SessionEnded, encode_wire_batch
 
 log = logging.getLogger(__name__)
 
 # A record from the acceptor: a received message's text with its receive time (translated here),
-# or a command built on the spot (SessionEnded) in wire form.
+# or a command built on the spot (SessionEnded, EndOfDay) in wire form.
 Wire = tuple[object, ...]
 Translate = Callable[[str, int], Command | None]
 
@@ -34,7 +34,8 @@ def to_wire(cmd: Command) -> Wire:
     return (cmd.CODE, *(getattr(cmd, name) for name in cmd._FIELDS))
 
 
-SESSION_ENDED_CODE = SessionEnded.CODE
+# Commands made by the gateway itself, for every shard.
+EVERY_SHARD = frozenset((SessionEnded.CODE, EndOfDay.CODE))
 
 
 class Publisher:
@@ -57,7 +58,7 @@ class Publisher:
         """Commands in wire form by orders stream, in arrival order, and how many there are.
 
         Received messages are translated here (refusals are answered and dropped); SessionEnded
-        goes to every shard.
+        and EndOfDay go to every shard.
         """
         out: dict[str, list[Wire]] = {}
         stream_of = self.stream_of
@@ -70,12 +71,12 @@ class Publisher:
                 if cmd is None:
                     continue
                 wire = to_wire(cmd)
-                symbol = cmd.symbol if not isinstance(cmd, SessionEnded) else None
-            elif first == SESSION_ENDED_CODE:
+                symbol = None if isinstance(cmd, (SessionEnded, EndOfDay)) else cmd.symbol
+            elif first in EVERY_SHARD:
                 wire = tuple(record)
                 symbol = None
             else:
-                log.error("dropping a record that is neither a message nor a SessionEnded: %r", record[:3])
+                log.error("dropping a record that is neither a message nor a gateway command: %r", record[:3])
                 continue
             count += 1
             if symbol is None:

@@ -12,15 +12,23 @@ import quickfix as fix
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
 from services.gateway.dictionary import DictionaryError, write_exchange_dictionary
+from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
-from services.gateway.sessions import load_sessions, settings_text, trd_match_sessions
+from services.gateway.sessions import (
+    cancel_on_disconnect_sessions,
+    load_sessions,
+    settings_text,
+    trd_match_sessions,
+)
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.translate import Translator
 from shared.bus import connect
+from shared.clock import now_ns
 from shared.config import ConfigError
 from shared.health import HealthReporter
+from shared.schema import SessionEnded
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +66,10 @@ class Gateway:
         # the orders it refuses through here. Bounded: its own queue plus what is in the pipe.
         self.handoff = Handoff(prefix, self._send_refusal, max_pending=settings.queue_max + 10_000)
         self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
+        self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
         self.app = GatewayApp(self.translator, self.handoff, self.registry, self.counters,
-                              silence=self.silence)
+                              silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect)
+        self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.translator,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
@@ -99,6 +109,8 @@ class Gateway:
 
     def start(self) -> Gateway:
         self.handoff.start()
+        self.end_sessions_left_open()
+        self.end_of_day.start()  # the latest day that ended, if no one said so yet
         self.reports.start()
         if self.silence is not None:
             self.silence.start()
@@ -110,7 +122,21 @@ class Gateway:
         self.health.start()
         return self
 
+    def end_sessions_left_open(self) -> None:
+        """End every CancelOnDisconnect session, before any Logon: what a previous life left resting.
+
+        A gateway killed (or a machine that lost power) never said its sessions ended, nor did one
+        whose Redis stopped first. The pipe keeps order, so these reach the matchers before any new
+        session's orders; a session with nothing resting costs the matcher a dictionary lookup.
+        """
+        ts = now_ns()
+        reply_to = self.translator.reply_to
+        for comp in sorted(self.cancel_on_disconnect):
+            self.handoff.send_command(SessionEnded(comp, reply_to, ts))
+        log.info("ended %d sessions a previous run may have left open", len(self.cancel_on_disconnect))
+
     def stop(self) -> None:
+        self.end_of_day.stop()
         if self.labs is not None:
             try:
                 self.labs.stop()
