@@ -20,7 +20,7 @@ SERVICE_MODULES = (
     ("matcher", "services.matcher"),
     ("gateway", "services.gateway"),
     ("web", "services.web"),
-    ("bots", "services.web.bots"),
+    ("bots", "services.bots"),
 )
 # What each service talks to, among the services above (docker-compose.yml's depends_on says the
 # same). Services stop in the reverse order: web and bots, then the gateway, then the matchers (and

@@ -1,74 +1,25 @@
-"""``python -m services.web.bots``: liquidity bots, ordinary QuickFIX initiator sessions of the exchange.
+"""The bots' QuickFIX application: keep a ladder of limit orders around each reference price.
 
-FIXLAB_BOTS sessions (BOT01.., default 2, 0 turns them off) connect to 127.0.0.1:FIXLAB_FIX_PORT and
-keep a ladder of limit orders around each reference price (services.web.ladder), placing a level
-again once it has filled or been cancelled. QuickFIX callbacks only record what happened (they must
-never raise); one worker thread decides and sends.
+Each session places the levels of services.bots.ladder, and places a level again once it has filled
+or been cancelled. QuickFIX callbacks only record what happened (they must never raise); one worker
+thread decides and sends.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import signal
-import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import quickfix as fix
 
-from services.gateway.dictionary import exchange_dictionary_file
-from services.web.ladder import Quote, ladder, levels_per_side, missing
-from shared import logs
-from shared.bus import connect
-from shared.compids import BEGIN_STRING, BOT_COMP_IDS, EXCHANGE_COMP_ID
-from shared.config import CommonSettings, ConfigError, common_settings, env_float, env_int
-from shared.health import HealthReporter
+from services.bots.config import BotSettings
+from services.bots.ladder import Quote, ladder, levels_per_side, missing
+from shared.compids import BOT_COMP_IDS
 
 log = logging.getLogger("bots")
 SOH = "\x01"
-
-
-@dataclass(frozen=True, slots=True)
-class BotSettings:
-    common: CommonSettings
-    bots: int
-    fix_port: int
-    levels: int  # wanted levels per side and instrument (capped by max_open)
-    max_open: int  # the exchange's open-order limit per session
-    orders_per_s: float  # each bot's own pace when it replenishes
-    heartbeat_s: int
-
-
-def bot_settings(env: Mapping[str, str] | None = None) -> BotSettings:
-    env = os.environ if env is None else env
-    return BotSettings(
-        common=common_settings(env),
-        bots=env_int(env, "FIXLAB_BOTS", 2, lo=0, hi=len(BOT_COMP_IDS)),
-        fix_port=env_int(env, "FIXLAB_FIX_PORT", 9878, lo=1, hi=65535),
-        levels=env_int(env, "FIXLAB_BOT_LEVELS", 3, lo=1),
-        max_open=env_int(env, "FIXLAB_MAX_OPEN_ORDERS", 20, lo=1),
-        orders_per_s=env_float(env, "FIXLAB_BOT_ORDERS_PER_S", 5.0, lo=0.1),
-        heartbeat_s=env_int(env, "FIXLAB_BOT_HEARTBEAT", 30, lo=1),
-    )
-
-
-def session_settings(s: BotSettings) -> fix.SessionSettings:
-    lines = ["[DEFAULT]", "ConnectionType=initiator", "StartTime=00:00:00", "EndTime=00:00:00",
-             f"HeartBtInt={s.heartbeat_s}", "ReconnectInterval=2", "ResetOnLogon=Y", "ResetOnLogout=Y",
-             "ResetOnDisconnect=Y", "UseDataDictionary=Y",
-             # Strict validation with the exchange's own dictionary (FIX44.xml + TrdMatchID in 35=8).
-             f"DataDictionary={exchange_dictionary_file()}", "SocketConnectHost=127.0.0.1",
-             f"SocketConnectPort={s.fix_port}"]
-    for comp in BOT_COMP_IDS[:s.bots]:
-        lines += ["[SESSION]", f"BeginString={BEGIN_STRING}", f"SenderCompID={comp}",
-                  f"TargetCompID={EXCHANGE_COMP_ID}"]
-    out = fix.SessionSettings()
-    out.setFromString("\n".join(lines) + "\n")
-    return out
 
 
 def fields_of(msg: fix.Message) -> dict[int, str]:
@@ -219,34 +170,3 @@ class Bots(fix.Application):
         return {**self.counters, "sessions": len(self.bots),
                 "logged_on": sum(b.logged_on for b in self.bots.values()),
                 "resting": sum(len(b.resting) for b in self.bots.values())}
-
-
-def main() -> int:
-    logs.setup("bots")
-    try:
-        s = bot_settings()
-    except ConfigError as exc:
-        print(f"bots: {exc}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    if s.bots == 0:
-        log.info("FIXLAB_BOTS=0: no liquidity bots")
-        stop.wait()
-        return 0
-    app = Bots(s)
-    initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), session_settings(s))
-    reporter = HealthReporter(connect(s.common.redis_url), "bots", str(os.getpid()), app.health).start()
-    initiator.start()
-    log.info("%d bots connecting to 127.0.0.1:%d", s.bots, s.fix_port)
-    try:
-        app.work(stop)
-    finally:
-        initiator.stop()  # Logout: the exchange cancels the bots' resting orders
-        reporter.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -86,12 +86,12 @@ def web_process(redis_url: str, env: Mapping[str, str] | None = None,
 
 @contextlib.contextmanager
 def bots_process(redis_url: str, fix_port: int, env: Mapping[str, str] | None = None) -> Iterator[Path]:
-    """``python -m services.web.bots`` against the gateway on ``fix_port``; yields its log path."""
+    """``python -m services.bots`` against the gateway on ``fix_port``; yields its log path."""
     with tempfile.TemporaryDirectory(prefix="fixlab-bots-") as tmp:
         log = Path(tmp) / "bots.log"
         full = {**os.environ, "REDIS_URL": redis_url, "FIXLAB_FIX_PORT": str(fix_port),
                 "PYTHONUNBUFFERED": "1", **(env or {})}
-        proc = _spawn("services.web.bots", full, log)
+        proc = _spawn("services.bots", full, log)
         try:
             yield log
         except BaseException:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.web.ladder import ladder, levels_per_side, missing, spacing_ticks
+from services.bots.ladder import ladder, levels_per_side, missing, spacing_ticks
 from shared.config import common_settings
 from shared.schema import BUY, SELL
 

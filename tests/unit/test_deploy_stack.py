@@ -21,7 +21,7 @@ def test_one_shard_is_one_service_named_matcher() -> None:
         ("matcher", ("py", "-m", "services.matcher"), {SHARD_ENV: "0"}),
         ("gateway", ("py", "-m", "services.gateway"), {}),
         ("web", ("py", "-m", "services.web"), {}),
-        ("bots", ("py", "-m", "services.web.bots"), {}),
+        ("bots", ("py", "-m", "services.bots"), {}),
     ]
 
 
@@ -43,11 +43,13 @@ def test_only_services_present_in_the_checkout_are_started() -> None:
         assert (path / "__main__.py").is_file() or path.with_suffix(".py").is_file()
 
 
-def test_a_service_that_is_a_module_counts_as_present() -> None:
-    # services.web.bots is a module (bots.py), the others are packages with a __main__.
-    if not (ROOT / "services" / "web" / "bots.py").is_file():
-        pytest.skip("services/web/bots.py has not landed")
-    assert "bots" in {s.name for s in stack_specs(env={})}
+def test_a_module_counts_as_present_and_a_package_needs_a_main() -> None:
+    from services.stack import _present
+
+    assert _present("shared.health")  # a module: python -m runs it
+    assert _present("services.bots")  # a package with a __main__
+    assert not _present("shared")  # a package without one
+    assert not _present("shared.nope")
 
 
 @pytest.mark.parametrize("shards", ["ACORN.LAB", "NOPE.LAB:a", "ACORN.LAB:"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.web.bots import bot_settings
+from services.bots.config import bot_settings
 from services.web.settings import web_settings
 from shared.config import ConfigError
 

@@ -1,0 +1,1 @@
+"""The liquidity bots: ordinary FIX sessions that keep the books from being empty."""

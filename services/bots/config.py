@@ -1,0 +1,52 @@
+"""The bots' settings, read once from the environment, and their QuickFIX initiator settings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import quickfix as fix
+
+from services.gateway.dictionary import exchange_dictionary_file
+from shared.compids import BEGIN_STRING, BOT_COMP_IDS, EXCHANGE_COMP_ID
+from shared.config import CommonSettings, common_settings, env_float, env_int
+
+
+@dataclass(frozen=True, slots=True)
+class BotSettings:
+    common: CommonSettings
+    bots: int
+    fix_port: int
+    levels: int  # wanted levels per side and instrument (capped by max_open)
+    max_open: int  # the exchange's open-order limit per session
+    orders_per_s: float  # each bot's own pace when it replenishes
+    heartbeat_s: int
+
+
+def bot_settings(env: Mapping[str, str] | None = None) -> BotSettings:
+    env = os.environ if env is None else env
+    return BotSettings(
+        common=common_settings(env),
+        bots=env_int(env, "FIXLAB_BOTS", 2, lo=0, hi=len(BOT_COMP_IDS)),
+        fix_port=env_int(env, "FIXLAB_FIX_PORT", 9878, lo=1, hi=65535),
+        levels=env_int(env, "FIXLAB_BOT_LEVELS", 3, lo=1),
+        max_open=env_int(env, "FIXLAB_MAX_OPEN_ORDERS", 20, lo=1),
+        orders_per_s=env_float(env, "FIXLAB_BOT_ORDERS_PER_S", 5.0, lo=0.1),
+        heartbeat_s=env_int(env, "FIXLAB_BOT_HEARTBEAT", 30, lo=1),
+    )
+
+
+def session_settings(s: BotSettings) -> fix.SessionSettings:
+    lines = ["[DEFAULT]", "ConnectionType=initiator", "StartTime=00:00:00", "EndTime=00:00:00",
+             f"HeartBtInt={s.heartbeat_s}", "ReconnectInterval=2", "ResetOnLogon=Y", "ResetOnLogout=Y",
+             "ResetOnDisconnect=Y", "UseDataDictionary=Y",
+             # Strict validation with the exchange's own dictionary (FIX44.xml + TrdMatchID in 35=8).
+             f"DataDictionary={exchange_dictionary_file()}", "SocketConnectHost=127.0.0.1",
+             f"SocketConnectPort={s.fix_port}"]
+    for comp in BOT_COMP_IDS[:s.bots]:
+        lines += ["[SESSION]", f"BeginString={BEGIN_STRING}", f"SenderCompID={comp}",
+                  f"TargetCompID={EXCHANGE_COMP_ID}"]
+    out = fix.SessionSettings()
+    out.setFromString("\n".join(lines) + "\n")
+    return out
