@@ -26,7 +26,7 @@ from shared.clock import now_ns
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, SchemaError, WireRecord, decode_batch
 
 if TYPE_CHECKING:
-    from services.web.app import Hub
+    from services.web.hub import Hub
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,177 @@
+"""What every page of one web instance shares: Redis, the dictionary, limits, the market feed, status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from typing import Any, Protocol
+
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from services.web import dictionary
+from services.web.limits import PageLimiter
+from services.web.settings import WebSettings
+from services.web.views import JSON, MarketView, hello_view
+from shared import health, streams
+from shared.bus import REDIS_ERRORS
+from shared.schema import Depth, SchemaError, Trade, decode_batch
+from shared.streams import inspect
+
+log = logging.getLogger(__name__)
+MARKET_LOOKBACK = 2000  # stream entries read back at start-up to find each book's latest depth
+
+
+class PageLike(Protocol):
+    """What the hub needs of a page (services.web.lab.Page)."""
+
+    def send(self, msg: JSON) -> None: ...
+
+
+class LabLike(Protocol):
+    """What the hub and the app need of a lab link (services.web.lab.LabLink)."""
+
+    task: asyncio.Task[None] | None
+
+    @property
+    def live(self) -> bool: ...
+
+    def abandon(self) -> None: ...
+
+
+class Hub:
+    """What every page of this web instance shares: Redis, the dictionary, limits, the market."""
+
+    def __init__(self, settings: WebSettings) -> None:
+        self.settings = settings
+        # A pooled connection that the server closed (Redis restarted) fails on its first use: the
+        # command goes again on a fresh connection. Connection errors only: after a time-out the
+        # command may have run, and a visitor's order must not be sent twice.
+        self.r: aredis.Redis = aredis.Redis.from_url(
+            settings.common.redis_url, socket_timeout=5, socket_connect_timeout=5,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2), retry_on_error=[redis.ConnectionError])
+        self.sync_r = redis.Redis.from_url(settings.common.redis_url, socket_timeout=5)
+        self.dictionary = dictionary.load()
+        self.limiter = PageLimiter(settings.pages_per_address, settings.pages_total)
+        self.market = MarketView(settings.common, settings.tape_size)
+        self.pages: set[PageLike] = set()
+        self.labs: set[LabLike] = set()
+        self.counters: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._rates: dict[str, tuple[float, int]] = {}
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def limits(self) -> JSON:
+        s = self.settings
+        return {"pages_per_address": s.pages_per_address, "pages_total": s.pages_total,
+                "order_burst": s.order_burst, "order_rate": s.order_rate, "open_orders": s.open_orders,
+                "session_minutes": s.session_minutes, "max_command_bytes": s.max_frame_bytes}
+
+    def hello(self) -> JSON:
+        return hello_view(self.settings.common, self.limits())
+
+    def broadcast(self, msg: JSON) -> None:
+        for page in list(self.pages):
+            page.send(msg)
+
+    def health_counters(self) -> dict[str, int]:
+        # Runs on the reporter's thread: read copies only (list() of a set is one C call).
+        labs = list(self.labs)
+        return {"pages": len(self.pages), "labs_live": sum(1 for lab in labs if lab.live),
+                **dict(self.counters)}
+
+    async def market_feed(self) -> None:
+        """Follow the market stream for every page; start from each book's latest depth."""
+        last = "0-0"
+        delay = 0.05
+        primed = False
+        while True:
+            try:
+                if not primed:
+                    rows: Any = await self.r.xrevrange(streams.MARKET_STREAM, count=MARKET_LOOKBACK)
+                    for entry_id, fields in reversed(rows):
+                        self._apply_market(fields, broadcast=False)
+                        last = entry_id.decode()
+                    primed = True
+                rows = await self.r.xread({streams.MARKET_STREAM: last}, count=500, block=1000)
+                delay = 0.05
+            except REDIS_ERRORS as exc:
+                log.warning("market feed: redis unavailable (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            for _, entries in rows or ():
+                for entry_id, fields in entries:
+                    last = entry_id.decode()
+                    self._apply_market(fields, broadcast=True)
+
+    def _apply_market(self, fields: dict[bytes, bytes], *, broadcast: bool) -> None:
+        try:
+            msgs = decode_batch(fields.get(streams.BATCH_FIELD, b""))
+        except SchemaError as exc:
+            log.error("market stream entry does not decode: %s", exc)
+            return
+        for m in msgs:
+            if isinstance(m, Depth | Trade):
+                view = self.market.apply(m)
+                if broadcast:
+                    self.broadcast(view)
+
+    def status(self) -> JSON:
+        """Counters and the bus view (blocking Redis calls: run it in a thread)."""
+        r = self.sync_r
+        bus = inspect.list_streams(r)
+        now = time.monotonic()
+        rates: dict[str, float] = {}
+        for info in bus:
+            name = info["stream"]
+            added = int(info.get("entries_added") or _entries_added(r, name))
+            before = self._rates.get(name)
+            self._rates[name] = (now, added)
+            if before is not None and now > before[0]:
+                rates[name] = round((added - before[1]) / (now - before[0]), 2)
+        orders_streams = {streams.orders_stream(s) for s in self.settings.common.shards}
+        live = health.instances(r)
+        groups = [g for info in bus for g in info["groups"]]
+        return {
+            "web": {**self.health_counters(),
+                    "pages_by_address_max": max(list(self.limiter.by_address.values()), default=0)},
+            "limits": self.limits(),
+            # The matchers count commands per second themselves (their health reports).
+            "orders_per_s": round(_sum(live, "matcher", "orders_per_s"), 1),
+            "fix_sessions": int(_sum(live, "gateway", "sessions_logged_on")),
+            "order_entries_per_s": round(sum(v for k, v in rates.items() if k in orders_streams), 2),
+            "pending": sum(int(g["pending"]) for g in groups),
+            "max_lag": max((int(g["lag"]) for g in groups if g["lag"] is not None), default=0),
+            "entries_per_s": rates,
+            "instances": live,
+            "streams": bus,
+        }
+
+
+def _sum(instances: list[dict[str, str]], service: str, counter: str) -> float:
+    total = 0.0
+    for i in instances:
+        if i.get("service") == service:
+            try:
+                total += float(i.get(counter, 0))
+            except ValueError:
+                continue
+    return total
+
+
+def _entries_added(r: redis.Redis, stream: str) -> int:
+    try:
+        info: Any = r.xinfo_stream(stream)
+    except redis.ResponseError:
+        return 0
+    return int(info.get("entries-added", 0))
