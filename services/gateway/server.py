@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from typing import Any
@@ -14,6 +13,7 @@ from services.gateway.config import GatewaySettings
 from services.gateway.dictionary import DictionaryError, write_exchange_dictionary
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
+from services.gateway.lab import LabManager
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import (
@@ -31,6 +31,8 @@ from shared.health import HealthReporter
 from shared.schema import SessionEnded
 
 log = logging.getLogger(__name__)
+
+SWEEP_WAIT_S = 10.0
 
 
 class Gateway:
@@ -74,7 +76,7 @@ class Gateway:
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
-        self.labs: Any = None
+        self.labs: LabManager | None = None
         self._fix_settings = fix.SessionSettings(str(self.settings_path))
         store: Any = (fix.FileStoreFactory(self._fix_settings) if store_dir is not None
                       else fix.MemoryStoreFactory())
@@ -133,7 +135,13 @@ class Gateway:
         reply_to = self.translator.reply_to
         for comp in sorted(self.cancel_on_disconnect):
             self.handoff.send_command(SessionEnded(comp, reply_to, ts))
-        log.info("ended %d sessions a previous run may have left open", len(self.cancel_on_disconnect))
+        # Wait (a little) until they are on the bus: order does not need it, the pipe keeps it, but
+        # they would count against FIXLAB_GATEWAY_QUEUE and refuse the first orders as "busy".
+        deadline = time.monotonic() + SWEEP_WAIT_S
+        while self.handoff.waiting and time.monotonic() < deadline:
+            time.sleep(0.01)
+        log.info("ended %d sessions a previous run may have left open%s", len(self.cancel_on_disconnect),
+                 f" ({self.handoff.waiting} records not yet on the bus)" if self.handoff.waiting else "")
 
     def stop(self) -> None:
         self.end_of_day.stop()
@@ -153,16 +161,10 @@ class Gateway:
                  self.handoff.stats.published, self.counters.reports_out)
 
 
-def start_labs(settings: GatewaySettings) -> Any:
-    """Start the lab manager when its module exists; labs are optional."""
+def start_labs(settings: GatewaySettings) -> LabManager | None:
+    """Start the lab manager; a failure leaves the acceptor running without labs."""
     try:
-        module = importlib.import_module("services.gateway.lab")
-        manager_cls = module.LabManager
-    except (ImportError, AttributeError) as exc:
-        log.warning("lab sessions unavailable: %s", exc)
-        return None
-    try:
-        manager = manager_cls(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port)
+        manager = LabManager(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port)
         manager.start()
     except Exception:
         log.exception("lab manager failed to start; the acceptor runs without labs")
