@@ -27,12 +27,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from services.matcher.engine import Engine, Limits, as_wire
+from services.matcher.engine import Engine, Limits
 from shared import bus, machine, streams
 from shared.bus import id_after
 from shared.config import Instrument
 from shared.redis_server import RedisServer
-from shared.schema import BUY, SELL, CancelOrder, Message, NewOrder, decode_batch, encode_batch
+from shared.schema import BUY, SELL, CancelOrder, Message, NewOrder, as_wire, decode_batch, encode_batch
 
 ACORN = Instrument("ACORN.LAB", 10000, Decimal("0.01"))
 BATCH = 500  # commands per apply_batch in the core runs (what one service read holds, roughly)

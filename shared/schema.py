@@ -485,6 +485,17 @@ class MatcherSnapshot(Message):
     end_of_day: int = 0
 
 
+def as_wire(msg: Message | tuple[Any, ...]) -> tuple[Any, ...]:
+    """A flat message (a command, an order event) in wire form ``(CODE, field1, ...)``: the items
+    ``encode_batch`` writes for it, without its generic walk. A tuple is taken as it is."""
+    if type(msg) is tuple:
+        return msg
+    if type(msg) is NewOrder:  # the hot path: one per order
+        return (1, msg.session, msg.clordid, msg.symbol, msg.side, msg.price, msg.qty, msg.tif,
+                msg.reply_to, msg.seq, msg.ts)
+    return (msg.CODE, *(getattr(msg, name) for name in msg._FIELDS))  # type: ignore[union-attr]
+
+
 def from_wire(item: Sequence[Any]) -> Message:
     """Build a message from its wire form ``(code, field1, ...)`` (what the matcher core emits)."""
     return _from_wire(item)

@@ -16,7 +16,7 @@ import redis
 from services.gateway.resp import RespConnection
 from shared import streams
 from shared.config import Instrument
-from shared.schema import Command, EndOfDay, NewOrder, SessionEnded, encode_wire_batch
+from shared.schema import Command, EndOfDay, SessionEnded, as_wire, encode_wire_batch
 
 log = logging.getLogger(__name__)
 
@@ -24,14 +24,6 @@ log = logging.getLogger(__name__)
 # or a command built on the spot (SessionEnded, EndOfDay) in wire form.
 Wire = tuple[object, ...]
 Translate = Callable[[str, int], Command | None]
-
-
-def to_wire(cmd: Command) -> Wire:
-    """A command in the schema's wire form (what encode_batch would write), without the generic walk."""
-    if type(cmd) is NewOrder:
-        return (1, cmd.session, cmd.clordid, cmd.symbol, cmd.side, cmd.price, cmd.qty, cmd.tif,
-                cmd.reply_to, cmd.seq, cmd.ts)
-    return (cmd.CODE, *(getattr(cmd, name) for name in cmd._FIELDS))
 
 
 # Commands made by the gateway itself, for every shard.
@@ -70,7 +62,7 @@ class Publisher:
                 cmd = translate(first, record[1])  # type: ignore[arg-type]
                 if cmd is None:
                     continue
-                wire = to_wire(cmd)
+                wire = as_wire(cmd)
                 symbol = None if isinstance(cmd, (SessionEnded, EndOfDay)) else cmd.symbol
             elif first in EVERY_SHARD:
                 wire = tuple(record)

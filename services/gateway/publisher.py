@@ -40,13 +40,13 @@ import redis
 
 from services.gateway.config import GatewaySettings, gateway_settings
 from services.gateway.handoff import CONTROL_BEGIN
-from services.gateway.intake import Publisher, to_wire
+from services.gateway.intake import Publisher
 from services.gateway.lab.framing import split_frames
 from services.gateway.resp import RespConnection
 from services.gateway.translate import Refusal, Translator, split_fields
 from shared import logs, streams
 from shared.config import ConfigError
-from shared.schema import Command, SchemaError, decode
+from shared.schema import Command, SchemaError, as_wire, decode
 
 log = logging.getLogger("services.gateway.publisher")
 
@@ -122,7 +122,7 @@ class IntakeLoop:
         if whole:
             body = raw[raw.index(b"\x01", len(CONTROL_BEGIN)) + 1:-7]
             try:
-                return to_wire(decode(body))  # type: ignore[arg-type]
+                return as_wire(decode(body))
             except SchemaError:
                 pass
         self.errors += 1

@@ -51,6 +51,7 @@ from shared.schema import (
     ReplaceOrder,
     SessionEnded,
     Trade,
+    as_wire,
     from_wire,
     message_types,
 )
@@ -144,13 +145,6 @@ def _problem(w: Wire) -> str:
         elif type(value) is not int:
             return f"{cls.__name__}.{name}={value!r:.40} is not an integer"
     return f"{cls.__name__} is malformed"
-
-
-def as_wire(cmd: Message | Wire) -> Wire:
-    """A command in wire form (messages are converted; tuples are taken as they are)."""
-    if type(cmd) is tuple:
-        return cmd
-    return (cmd.CODE, *(getattr(cmd, name) for name in cmd._FIELDS))  # type: ignore[union-attr]
 
 
 class Engine:

@@ -11,9 +11,9 @@ import pytest
 
 from services.gateway.config import gateway_settings
 from services.gateway.handoff import control_record
-from services.gateway.intake import to_wire
 from services.gateway.publisher import IntakeLoop
 from shared.schema import SessionEnded
+from shared.schema import as_wire as to_wire
 
 
 def fix(body: str) -> bytes:

@@ -99,12 +99,13 @@ def test_gateway_settings_defaults_and_errors(tmp_path: Path) -> None:
 def test_publisher_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> None:
     from decimal import Decimal
 
-    from services.gateway.intake import Publisher, to_wire
+    from services.gateway.intake import Publisher
     from services.gateway.resp import RespConnection
     from services.gateway.translate import Translator, split_fields
     from shared import streams
     from shared.config import Instrument
     from shared.schema import SessionEnded, encode_batch, encode_wire_batch
+    from shared.schema import as_wire as to_wire
 
     insts = [Instrument("ACORN.LAB", 10_000, Decimal("0.01"), "a"),
              Instrument("BIRCH.LAB", 2_500, Decimal("0.01"), "b")]

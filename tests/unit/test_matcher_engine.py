@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from services.matcher.engine import Engine, Limits, MalformedCommand, as_wire
+from services.matcher.engine import Engine, Limits, MalformedCommand
 from shared.config import Instrument
 from shared.schema import (
     BUY,
@@ -40,6 +40,7 @@ from shared.schema import (
     ReplaceOrder,
     SessionEnded,
     Trade,
+    as_wire,
     decode,
     encode,
     encode_batch,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from services.matcher.engine import as_wire
 from shared.schema import (
     CancelOrder,
     NewOrder,
     SchemaError,
     SessionEnded,
+    as_wire,
     decode_batch,
     decode_wire_batch,
     encode_batch,
