@@ -51,8 +51,8 @@ def run_variant(variant: str, orders: int) -> dict[str, Any]:
     import quickfix as fix
 
     from benchmarks.fixload import COMP_ID, cpu_seconds, encode_orders, frame
-    from services.gateway.config import data_dictionary_path
     from services.gateway.sessions import SessionSpec, settings_text
+    from shared.fix.dictionary import installed_dictionary
     from shared.redis_server import free_port
 
     done = threading.Event()
@@ -114,7 +114,7 @@ def run_variant(variant: str, orders: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fixlab-floor-") as tmp:
         cfg = Path(tmp) / "floor.cfg"
         spec = SessionSpec(COMP_ID, options={"ResetOnLogon": "Y", "CheckLatency": "N"})
-        cfg.write_text(settings_text([spec], port=port, host="", data_dictionary=data_dictionary_path()))
+        cfg.write_text(settings_text([spec], port=port, host="", data_dictionary=installed_dictionary()))
         acceptor = fix.SocketAcceptor(Bare(), fix.MemoryStoreFactory(), fix.SessionSettings(str(cfg)))
         acceptor.start()
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import quickfix as fix
 
-from services.gateway.config import data_dictionary_path
+from shared.fix.dictionary import installed_dictionary
 
 SETTINGS = """\
 [DEFAULT]
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fixlab-client-") as tmp:
         cfg = Path(tmp) / "client.cfg"
         cfg.write_text(SETTINGS.format(store=Path(tmp) / "store", comp=args.comp, host=args.host,
-                                       port=args.port, dictionary=data_dictionary_path()))
+                                       port=args.port, dictionary=installed_dictionary()))
         settings = fix.SessionSettings(str(cfg))
         app = Client()
         initiator = fix.SocketInitiator(app, fix.FileStoreFactory(settings), settings)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import quickfix as fix
 
-from services.gateway.dictionary import exchange_dictionary_file
 from shared.compids import BEGIN_STRING, BENCH_COMP_IDS, EXCHANGE_COMP_ID
+from shared.fix.dictionary import exchange_dictionary_file
 
 
 def data_dictionary_path() -> Path:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import quickfix as fix
 
-from services.gateway.dictionary import exchange_dictionary_file
 from shared.compids import BEGIN_STRING, BOT_COMP_IDS, EXCHANGE_COMP_ID
 from shared.config import CommonSettings, common_settings, env_float, env_int
+from shared.fix.dictionary import exchange_dictionary_file
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,18 +17,14 @@ import quickfix as fix
 from services.bots.config import BotSettings
 from services.bots.ladder import Quote, ladder, levels_per_side, missing
 from shared.compids import BOT_COMP_IDS
+from shared.fix.codec import field_values
 
 log = logging.getLogger("bots")
-SOH = "\x01"
 
 
 def fields_of(msg: fix.Message) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for part in msg.toString().split(SOH):
-        tag, sep, value = part.partition("=")
-        if sep and tag.isdigit():
-            out.setdefault(int(tag), value)
-    return out
+    """Tags of a QuickFIX message as strings (first value wins), via one toString()."""
+    return field_values(msg.toString())
 
 
 class Bot:

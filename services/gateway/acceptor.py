@@ -15,8 +15,9 @@ import quickfix as fix
 
 from services.gateway.handoff import Handoff
 from services.gateway.silence import SilenceWatchdog
-from services.gateway.translate import HANDLED_TYPES, Translator, split_fields
+from services.gateway.translate import HANDLED_TYPES, Translator
 from shared.clock import now_ns
+from shared.fix.codec import split_fields
 from shared.schema import SessionEnded
 
 log = logging.getLogger(__name__)

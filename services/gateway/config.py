@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +20,9 @@ from shared.config import (
     env_str,
     env_time,
 )
+from shared.fix.dictionary import installed_dictionary
 
 STORES = ("memory", "file")
-
-
-def data_dictionary_path() -> Path:
-    """The FIX 4.4 dictionary the quickfix package installs (never copied into the repo)."""
-    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +77,7 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
     store = env_str(env, ENV_PREFIX + "FIX_STORE", "memory").lower()
     if store not in STORES:
         raise ConfigError(f"FIXLAB_FIX_STORE={store!r} is not one of {', '.join(STORES)}")
-    dd = data_dictionary_path()
+    dd = installed_dictionary()
     if not dd.is_file():
         raise ConfigError(f"the FIX 4.4 data dictionary {dd} is missing (reinstall quickfix==1.16.0)")
     silent_logout = env_float(env, ENV_PREFIX + "SILENT_LOGOUT", 0.8, lo=0.0)

@@ -41,11 +41,11 @@ import redis
 from services.gateway.config import GatewaySettings, gateway_settings
 from services.gateway.handoff import CONTROL_BEGIN
 from services.gateway.intake import Publisher
-from services.gateway.lab.framing import split_frames
 from services.gateway.resp import RespConnection
-from services.gateway.translate import Refusal, Translator, split_fields
+from services.gateway.translate import Refusal, Translator
 from shared import logs, streams
 from shared.config import ConfigError
+from shared.fix.codec import split_fields, split_frames
 from shared.schema import Command, SchemaError, as_wire, decode
 
 log = logging.getLogger("services.gateway.publisher")

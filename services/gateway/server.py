@@ -10,7 +10,6 @@ import quickfix as fix
 
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
-from services.gateway.dictionary import DictionaryError, write_exchange_dictionary
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
 from services.gateway.lab import LabManager
@@ -27,6 +26,7 @@ from services.gateway.translate import Translator
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
+from shared.fix.dictionary import DictionaryError, write_exchange_dictionary
 from shared.health import HealthReporter
 from shared.schema import SessionEnded
 

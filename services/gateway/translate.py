@@ -1,7 +1,7 @@
 """FIX <-> bus translation: pure functions over strings, no QuickFIX, no Redis.
 
 Incoming: the text of an application message (``message.toString()``) is split into a dict of
-tag -> value strings (tags stay strings: no int() per field on the hot path), then turned into a bus
+tag -> value strings by ``shared.fix.codec.split_fields``, then turned into a bus
 command, or into the gateway's own refusal (a rejected ExecutionReport or an OrderCancelReject) when
 the order can never be valid here (not a limit order, a price off the tick grid, an unknown TIF...).
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from shared.config import Instrument
+from shared.fix.codec import SOH_TEXT as SOH
 from shared.schema import (
     BUY,
     CXL_OTHER,
@@ -44,7 +45,6 @@ from shared.schema import (
     ReplaceOrder,
 )
 
-SOH = "\x01"
 NEW_ORDER = "D"
 CANCEL = "F"
 REPLACE = "G"
@@ -53,23 +53,6 @@ NO_ORDER_ID = "NONE"
 
 _SIDES = {"1": BUY, "2": SELL}
 _TIFS = {"0": DAY, "1": GTC}
-
-
-class MalformedMessage(ValueError):
-    """Text that is not a FIX message (QuickFIX normally stops these before they reach us)."""
-
-
-def split_fields(raw: str) -> dict[str, str]:
-    """Return tag -> value of a whole FIX message; a repeated tag keeps its last value."""
-    out: dict[str, str] = {}
-    for item in raw.split(SOH):
-        if not item:
-            continue
-        tag, sep, value = item.partition("=")
-        if not sep or not tag.isdigit():
-            raise MalformedMessage(f"not a tag=value field: {item[:40]!r}")
-        out[tag] = value
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +93,7 @@ class Translator:
     # ------------------------------------------------------------------ inbound
 
     def command(self, msg_type: str, f: dict[str, str], ts: int) -> Command | Refusal:
-        """Translate one application message (fields from ``split_fields``)."""
+        """Translate one application message (fields from ``shared.fix.codec.split_fields``)."""
         session = f.get("49", "")
         if msg_type == NEW_ORDER:
             return self._new_order(session, f, ts)

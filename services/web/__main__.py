@@ -7,10 +7,10 @@ import sys
 import uvicorn
 
 from services.web.app import create_app
-from services.web.dictionary import DictionaryError
 from services.web.settings import web_settings
 from shared import logs
 from shared.config import ConfigError
+from shared.fix.dictionary import DictionaryError
 
 
 def main() -> int:

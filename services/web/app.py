@@ -13,13 +13,13 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from services.gateway.dictionary import FILE_NAME as DICTIONARY_FILE
-from services.gateway.dictionary import exchange_dictionary_file
 from services.web.hub import Hub
 from services.web.lab import Page
 from services.web.settings import WebSettings
 from shared import health
 from shared.bus import REDIS_ERRORS
+from shared.fix.dictionary import FILE_NAME as DICTIONARY_FILE
+from shared.fix.dictionary import exchange_dictionary_file
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"

@@ -14,12 +14,12 @@ import redis.asyncio as aredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from services.web import dictionary
 from services.web.limits import PageLimiter
 from services.web.settings import WebSettings
 from services.web.views import JSON, MarketView, hello_view
 from shared import health, streams
 from shared.bus import REDIS_ERRORS
+from shared.fix import dictionary
 from shared.schema import Depth, SchemaError, Trade, decode_batch
 from shared.streams import inspect
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from services.web.dictionary import Dictionary
-
-SOH = b"\x01"
+from shared.fix.codec import SOH, framing_problems, pairs
+from shared.fix.dictionary import Dictionary
 
 
 class WireField(NamedTuple):
@@ -44,53 +43,27 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
-def checksum(data: bytes) -> int:
-    return sum(data) % 256
-
-
 def parse(raw: bytes, d: Dictionary) -> ParsedMessage:
     """Split ``raw`` on SOH and name every field; problems are listed, never raised."""
     out: list[WireField] = []
     problems: list[str] = []
-    pieces = raw.split(SOH)
-    complete = raw.endswith(SOH)
-    if complete:
-        pieces = pieces[:-1]
-    elif raw:
+    if raw and not raw.endswith(SOH):
         problems.append("message does not end with SOH: it is cut short")
-    offset = 0
-    body_start = body_end = None
-    for i, piece in enumerate(pieces):
-        tag_b, eq, value_b = piece.partition(b"=")
-        value = _text(value_b)
-        if not eq or not tag_b.isdigit():
-            problems.append(f"field {i + 1} is not tag=value: {_text(piece)[:40]!r}")
-            out.append(WireField(None, "", _text(piece), "", "body"))
-        else:
-            tag = int(tag_b)
-            name = d.field_name(tag)
-            if not name:
-                problems.append(f"tag {tag} is not in the {d.begin_string} dictionary")
-            out.append(WireField(tag, name, value, d.meaning(tag, value) if name else "",
-                                 d.section(tag)))
-            if tag == 9:
-                body_start = offset + len(piece) + 1
-            elif tag == 10:
-                body_end = offset
-                if (complete or i < len(pieces) - 1) and value.isdigit() and len(value) == 3:
-                    expected = checksum(raw[:offset])
-                    if int(value) != expected:
-                        problems.append(f"CheckSum is {value}, the bytes sum to {expected:03d}")
-        offset += len(piece) + 1
+    for i, (tag, value) in enumerate(pairs(_text(raw))):
+        if tag is None:
+            problems.append(f"field {i + 1} is not tag=value: {value[:40]!r}")
+            out.append(WireField(None, "", value, "", "body"))
+            continue
+        name = d.field_name(tag)
+        if not name:
+            problems.append(f"tag {tag} is not in the {d.begin_string} dictionary")
+        out.append(WireField(tag, name, value, d.meaning(tag, value) if name else "", d.section(tag)))
     tags = [f.tag for f in out]
     if tags[:3] != [8, 9, 35]:
         problems.append("a message starts with BeginString(8), BodyLength(9), MsgType(35)")
     if 10 not in tags:
         problems.append("no CheckSum(10): the message is incomplete")
-    length = next((f.value for f in out if f.tag == 9), None)
-    if length is not None and body_start is not None and body_end is not None and length.isdigit() \
-            and int(length) != body_end - body_start:
-        problems.append(f"BodyLength is {length}, the body is {body_end - body_start} bytes")
+    problems += framing_problems(raw)
     msg_type = next((f.value for f in out if f.tag == 35), "")
     mdef = d.messages.get(msg_type)
     seq_text = next((f.value for f in out if f.tag == 34), "")

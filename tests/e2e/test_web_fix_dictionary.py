@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import httpx
 import pytest
 
-from services.gateway.dictionary import exchange_dictionary, installed_dictionary
+from shared.fix.dictionary import exchange_dictionary, installed_dictionary
 from tests.e2e.webstack import web_process
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import quickfix as fix
 
-from services.gateway.config import data_dictionary_path
+from shared.fix.dictionary import installed_dictionary
 from tests.gateway_stack import Stack, gateway_stack, matcher_available, stop_process
 from tests.helpers import eventually
 
@@ -94,7 +94,7 @@ def stock_settings(path: Path, port: int, comps: list[str]) -> fix.SessionSettin
     path.write_text(
         f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt=1\nReconnectInterval=60\n"
         f"SocketConnectHost=127.0.0.1\nSocketConnectPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n"
-        f"ResetOnLogon=Y\nUseDataDictionary=Y\nDataDictionary={data_dictionary_path()}\n"
+        f"ResetOnLogon=Y\nUseDataDictionary=Y\nDataDictionary={installed_dictionary()}\n"
         "ValidateUserDefinedFields=Y\nValidateFieldsOutOfOrder=Y\nValidateFieldsHaveValues=Y\n"
         "AllowUnknownMsgFields=N\nCheckLatency=N\n" + sessions)
     return fix.SessionSettings(str(path))

@@ -13,9 +13,9 @@ import quickfix as fix
 
 from services.bench.engine import initiator_settings as bench_settings
 from services.bots.config import BotSettings, session_settings
-from services.gateway.dictionary import installed_dictionary
 from shared.compids import BENCH_COMP_IDS, BOT_COMP_IDS
 from shared.config import common_settings
+from shared.fix.dictionary import installed_dictionary
 from tests.gateway_stack import gateway_stack, matcher_available
 from tests.helpers import eventually
 

@@ -101,9 +101,10 @@ def test_publisher_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> 
 
     from services.gateway.intake import Publisher
     from services.gateway.resp import RespConnection
-    from services.gateway.translate import Translator, split_fields
+    from services.gateway.translate import Translator
     from shared import streams
     from shared.config import Instrument
+    from shared.fix.codec import split_fields
     from shared.schema import SessionEnded, encode_batch, encode_wire_batch
     from shared.schema import as_wire as to_wire
 

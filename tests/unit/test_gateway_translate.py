@@ -6,8 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from services.gateway.translate import MalformedMessage, Refusal, Translator, fix_time, split_fields
+from services.gateway.translate import Refusal, Translator, fix_time
 from shared.config import Instrument
+from shared.fix.codec import MalformedMessage, split_fields
 from shared.schema import (
     Accepted,
     Cancelled,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from services.web import dictionary
 from services.web.views import MarketView, execution_view, state_view, wire_view
 from shared.config import common_settings
+from shared.fix import dictionary
 from shared.schema import Depth, LabOrder, LabState, Trade, WireRecord
 
 D = dictionary.load()

@@ -1,12 +1,11 @@
-"""The FIX dictionary (QuickFIX's FIX44.xml) and the wire parser, with byte literals."""
+"""The wire parser, with byte literals (the dictionary it names tags with: test_fix_dictionary)."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.web import dictionary
-from services.web.dictionary import DictionaryError, humanize, parse_dictionary
 from services.web.wire import parse, readable
+from shared.fix import dictionary
 
 D = dictionary.load()
 
@@ -21,28 +20,6 @@ def fix(body: str) -> bytes:
 LOGON = fix("35=A|34=1|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|98=0|108=6|141=Y|")
 FILL = fix("35=8|34=7|49=FIXLAB|52=20260101-12:00:01.000|56=LAB001|6=100.5|11=c-1|14=10|17=E9|31=100.5|"
            "32=10|37=O1|39=2|54=1|55=ACORN.LAB|150=F|151=0|")
-
-
-def test_dictionary_names_fields_messages_and_sections() -> None:
-    assert D.begin_string == "FIX.4.4"
-    assert D.field_name(54) == "Side"
-    assert D.meaning(54, "1") == "Buy"
-    assert D.meaning(150, "F") == "Trade"
-    assert D.meaning(39, "1") == "Partially filled"
-    assert D.meaning(35, "8") == "ExecutionReport"
-    assert D.messages["A"].category == "session" and D.messages["D"].category == "app"
-    assert {8, 9, 35, 34, 49, 56, 52} <= D.header_tags and 10 in D.trailer_tags
-    assert D.section(54) == "body"
-
-
-def test_enum_descriptions_read_as_words() -> None:
-    assert humanize("PARTIAL_FILL") == "Partial fill"
-    assert D.meaning(54, "Z") == ""  # not an enum value: no meaning invented
-    assert D.meaning(44, "100") == ""  # not an enum field
-
-
-def test_multi_value_fields_explain_each_value() -> None:
-    assert D.meaning(18, "1 2") == "Not held, Work"
 
 
 def test_logon_every_tag_named_by_section() -> None:
@@ -105,12 +82,3 @@ def test_markup_in_values_stays_text() -> None:
     p = parse(fix("35=D|34=2|49=<img src=x onerror=alert(1)>|52=x|56=FIXLAB|11=<b>x</b>|"), D)
     assert p.get(49) == "<img src=x onerror=alert(1)>"
     assert readable(b"8=FIX.4.4\x0135=0\x01") == "8=FIX.4.4|35=0|"
-
-
-def test_not_a_dictionary_is_a_clear_error() -> None:
-    with pytest.raises(DictionaryError):
-        parse_dictionary(b"<html></html>")
-    with pytest.raises(DictionaryError):
-        parse_dictionary(b"<fix")
-    with pytest.raises(DictionaryError, match="cannot read"):
-        dictionary.load("/nonexistent/FIX44.xml")

@@ -7,7 +7,7 @@ expected number is queued until the gap is filled (by a resend or a SequenceRese
 
 from __future__ import annotations
 
-from services.gateway.lab.framing import field
+from shared.fix.codec import field
 
 
 def _int(value: str | None) -> int | None:

@@ -14,13 +14,13 @@ from typing import Any
 
 import quickfix as fix
 
-from services.gateway.lab.framing import SOH
 from services.gateway.lab.orders import CommandError, Fields, LabOrders
 from services.gateway.lab.seqs import ExchangeSeqs
 from services.gateway.lab.settings import LabSettings
 from services.gateway.lab.tap import CLIENT, Tap
 from shared.clock import now_ns
 from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
+from shared.fix.codec import field_values
 from shared.schema import LabCommand, LabState, Message, WireRecord
 
 log = logging.getLogger(__name__)
@@ -63,12 +63,7 @@ TargetCompID={EXCHANGE_COMP_ID}
 
 def message_fields(msg: fix.Message) -> dict[int, str]:
     """Tags of a QuickFIX message as strings (first value wins), via one toString()."""
-    out: dict[int, str] = {}
-    for part in msg.toString().encode("latin-1", "replace").split(SOH):
-        tag, sep, value = part.partition(b"=")
-        if sep and tag.isdigit():
-            out.setdefault(int(tag), value.decode("latin-1"))
-    return out
+    return field_values(msg.toString())
 
 
 class LabSession(fix.Application):

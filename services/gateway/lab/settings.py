@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.gateway.dictionary import DictionaryError, exchange_dictionary_file
 from shared.config import ConfigError, env_float, env_int, env_opt_str
+from shared.fix.dictionary import DictionaryError, exchange_dictionary_file
 
 
 def default_dictionary() -> str:
-    """The exchange's FIX 4.4 dictionary (services.gateway.dictionary), derived from the installed one."""
+    """The exchange's FIX 4.4 dictionary (shared.fix.dictionary), derived from the installed one."""
     return str(exchange_dictionary_file())
 
 

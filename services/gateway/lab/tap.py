@@ -1,6 +1,6 @@
 """The tap: a TCP relay on loopback between a lab session's engine and the exchange.
 
-It frames whole FIX messages (``framing.split_frames``), records every one with a timestamp and
+It frames whole FIX messages (``shared.fix.codec.split_frames``), records every one with a timestamp and
 forwards it unchanged. It can withhold the next message the client's engine sends, or everything
 it sends (silent), so the exchange sees a gap or silence and the engines react as engines do. The
 tap never writes or edits a FIX message. One asyncio loop in one thread serves every tap of a
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from services.gateway.lab.framing import split_frames
+from shared.fix.codec import split_frames
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The exchange's dictionary: the installed FIX44.xml plus TrdMatchID (880) in ExecutionReport."""
+"""The FIX 4.4 dictionary: the exchange's own (the installed FIX44.xml plus TrdMatchID 880 in
+ExecutionReport) and the names of tags, enum values, messages and sections."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ from pathlib import Path
 import pytest
 import quickfix as fix
 
-from services.gateway import dictionary
-from services.gateway.dictionary import DictionaryError, exchange_dictionary, write_exchange_dictionary
+from shared.fix import dictionary
+from shared.fix.dictionary import (
+    DictionaryError,
+    exchange_dictionary,
+    humanize,
+    parse_dictionary,
+    write_exchange_dictionary,
+)
+
+D = dictionary.load()
 
 SMALL = """<fix type='FIX' major='4' minor='4' servicepack='0'>
  <messages>
@@ -101,3 +110,42 @@ def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "TrdMatchID" in er_fields((tmp_path / "FIXLAB-FIX44.xml").read_text())
     assert dictionary.main(["--out", str(tmp_path / "o.xml"), "--source", str(tmp_path / "no.xml")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- names of tags
+
+def test_dictionary_names_fields_messages_and_sections() -> None:
+    assert D.begin_string == "FIX.4.4"
+    assert D.field_name(54) == "Side"
+    assert D.meaning(54, "1") == "Buy"
+    assert D.meaning(150, "F") == "Trade"
+    assert D.meaning(39, "1") == "Partially filled"
+    assert D.meaning(35, "8") == "ExecutionReport"
+    assert D.messages["A"].category == "session" and D.messages["D"].category == "app"
+    assert {8, 9, 35, 34, 49, 56, 52} <= D.header_tags and 10 in D.trailer_tags
+    assert D.section(54) == "body"
+
+
+def test_enum_descriptions_read_as_words() -> None:
+    assert humanize("PARTIAL_FILL") == "Partial fill"
+    assert D.meaning(54, "Z") == ""  # not an enum value: no meaning invented
+    assert D.meaning(44, "100") == ""  # not an enum field
+
+
+def test_multi_value_fields_explain_each_value() -> None:
+    assert D.meaning(18, "1 2") == "Not held, Work"
+
+
+def test_not_a_dictionary_is_a_clear_error() -> None:
+    with pytest.raises(DictionaryError):
+        parse_dictionary(b"<html></html>")
+    with pytest.raises(DictionaryError):
+        parse_dictionary(b"<fix")
+    with pytest.raises(DictionaryError, match="cannot read"):
+        dictionary.load("/nonexistent/FIX44.xml")
+
+
+def test_the_installed_dictionary_is_named_once() -> None:
+    # One path for the file the quickfix package installs: the names and the derivation read it.
+    assert dictionary.installed_dictionary().name == "FIX44.xml"
+    assert dictionary.load(str(dictionary.installed_dictionary())) == D

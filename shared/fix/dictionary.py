@@ -1,0 +1,250 @@
+"""The FIX 4.4 dictionary: the one the quickfix package installs, the exchange's own, names of tags.
+
+The installed file is ``<sys.prefix>/share/quickfix/FIX44.xml``; it is never copied into the repo.
+
+The exchange's own dictionary is that file plus TrdMatchID (880) in ExecutionReport. Stock FIX44.xml
+defines field 880 but does not list it in ExecutionReport (35=8), where the exchange sends it to the
+sessions that ask (FIX 5.0 added it there). Real exchanges publish their own dictionary for exactly
+this; ours is derived at run time from the installed file, one added line, everything else byte for
+byte as QuickFIX installed it:
+
+    python -m shared.fix.dictionary --out FIXLAB-FIX44.xml
+
+Names: ``load()`` reads a dictionary once into field names, enum meanings, messages and sections,
+so a page names tags exactly as the engines know them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import re
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_NAME = "FIXLAB-FIX44.xml"
+TRD_MATCH_ID = 880
+MULTI_VALUE_TYPES = frozenset({"MULTIPLEVALUESTRING", "MULTIPLECHARVALUE", "MULTIPLESTRINGVALUE"})
+
+_ROOT = re.compile(r"""<fix\s[^>]*major=(['"])4\1[^>]*minor=(['"])4\2""")
+_MESSAGE = re.compile(r"""<message\s+name=(['"])ExecutionReport\1[^>]*>""")
+_FIELD_DEF = re.compile(r"""<field\s+number=(['"])880\1\s+name=(['"])TrdMatchID\2""")
+_LISTED = re.compile(r"""<field\s+name=(['"])TrdMatchID\1""")
+_LAST_PX = re.compile(r"""^([ \t]*)<field\s+name=(['"])LastPx\2[^>]*/>[ \t]*\r?\n""", re.MULTILINE)
+
+
+class DictionaryError(ValueError):
+    """A dictionary file is missing, or is not a QuickFIX FIX dictionary this module understands."""
+
+
+def installed_dictionary() -> Path:
+    """The FIX 4.4 dictionary the quickfix package installs."""
+    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
+
+
+# ------------------------------------------------------------------------ the exchange's own
+
+
+def exchange_dictionary(xml: str) -> str:
+    """Return ``xml`` (a QuickFIX FIX44.xml) with TrdMatchID listed, optional, in ExecutionReport.
+
+    A dictionary that already lists it comes back unchanged.
+    """
+    if not _ROOT.search(xml):
+        raise DictionaryError("not a QuickFIX FIX 4.4 dictionary (no <fix major='4' minor='4'>)")
+    if not _FIELD_DEF.search(xml):
+        raise DictionaryError("the dictionary does not define field 880 TrdMatchID")
+    head = _MESSAGE.search(xml)
+    if head is None:
+        raise DictionaryError("the dictionary has no ExecutionReport message")
+    end = xml.find("</message>", head.end())
+    if end < 0:
+        raise DictionaryError("the ExecutionReport message is not closed")
+    body = xml[head.end():end]
+    if _LISTED.search(body):
+        return xml
+    anchor = _LAST_PX.search(body)
+    if anchor is not None:
+        # Next to LastPx/LastQty, where a reader of the file looks for the trade's fields.
+        indent, quote = anchor.group(1), anchor.group(2)
+        at = head.end() + anchor.end()
+    else:
+        line_start = xml.rfind("\n", 0, end) + 1
+        indent, quote, at = xml[line_start:end] + " ", "'", line_start
+    line = f"{indent}<field name={quote}TrdMatchID{quote} required={quote}N{quote} />\n"
+    return xml[:at] + line + xml[at:]
+
+
+def write_exchange_dictionary(dest: Path, source: Path | None = None) -> Path:
+    """Derive the exchange's dictionary from ``source`` (default: the installed one) into ``dest``.
+
+    The file is replaced atomically, and only when its content changes, so that several processes
+    may derive it into the same place at once.
+    """
+    source = installed_dictionary() if source is None else source
+    try:
+        text = exchange_dictionary(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIX 4.4 dictionary {source}: {exc.strerror}") from None
+    try:
+        if dest.read_text(encoding="utf-8") == text:
+            return dest
+    except OSError:
+        pass
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def exchange_dictionary_file(directory: Path | None = None) -> Path:
+    """The exchange's dictionary as a file in ``directory`` (default: a per-user cache folder)."""
+    if directory is None:
+        directory = Path(tempfile.gettempdir()) / f"fixlab-{os.getuid()}"
+    return write_exchange_dictionary(directory / FILE_NAME)
+
+
+# ------------------------------------------------------------------------------- names of tags
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDef:
+    tag: int
+    name: str
+    type: str
+    enums: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDef:
+    msg_type: str
+    name: str
+    category: str  # "session" (QuickFIX msgcat admin) or "app"
+
+
+@dataclass(frozen=True, slots=True)
+class Dictionary:
+    """Fields by tag, messages by MsgType, and which tags belong to the header and trailer."""
+
+    begin_string: str
+    fields: dict[int, FieldDef]
+    messages: dict[str, MessageDef]
+    header_tags: frozenset[int]
+    trailer_tags: frozenset[int]
+
+    def field_name(self, tag: int) -> str:
+        f = self.fields.get(tag)
+        return f.name if f else ""
+
+    def meaning(self, tag: int, value: str) -> str:
+        """Explain an enumerated value ("54", "1" -> "Buy"); "" when the field has no enums."""
+        if tag == 35:
+            m = self.messages.get(value)
+            return m.name if m else ""
+        f = self.fields.get(tag)
+        if f is None or not f.enums:
+            return ""
+        if value in f.enums:
+            return f.enums[value]
+        if f.type in MULTI_VALUE_TYPES and " " in value:
+            parts = [f.enums.get(v, "?") for v in value.split(" ") if v]
+            return ", ".join(parts)
+        return ""
+
+    def section(self, tag: int) -> str:
+        if tag in self.header_tags:
+            return "header"
+        if tag in self.trailer_tags:
+            return "trailer"
+        return "body"
+
+
+def humanize(description: str) -> str:
+    """QuickFIX enum descriptions are upper snake case: "PARTIAL_FILL" -> "Partial fill"."""
+    text = description.replace("_", " ").strip().lower()
+    return text[:1].upper() + text[1:]
+
+
+def _names_in(section: ET.Element | None) -> set[str]:
+    if section is None:
+        return set()
+    return {e.attrib["name"] for e in section.iter("field") if "name" in e.attrib}
+
+
+def parse_dictionary(xml_text: str | bytes) -> Dictionary:
+    """Build a Dictionary from the text of a QuickFIX data dictionary."""
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise DictionaryError(f"not a QuickFIX data dictionary: {exc}") from None
+    if root.tag != "fix" or root.find("fields") is None:
+        raise DictionaryError("not a QuickFIX data dictionary: no <fix> root with <fields>")
+    begin = f"FIX.{root.attrib.get('major', '?')}.{root.attrib.get('minor', '?')}"
+    fields: dict[int, FieldDef] = {}
+    by_name: dict[str, int] = {}
+    for f in root.find("fields") or ():
+        try:
+            tag = int(f.attrib["number"])
+        except (KeyError, ValueError):
+            continue
+        enums = {v.attrib["enum"]: humanize(v.attrib.get("description", ""))
+                 for v in f.iter("value") if "enum" in v.attrib}
+        fields[tag] = FieldDef(tag, f.attrib.get("name", ""), f.attrib.get("type", ""), enums)
+        by_name[fields[tag].name] = tag
+    messages = {}
+    for m in root.iter("message"):
+        msg_type = m.attrib.get("msgtype")
+        if msg_type is None:
+            continue
+        category = "session" if m.attrib.get("msgcat") == "admin" else "app"
+        messages[msg_type] = MessageDef(msg_type, m.attrib.get("name", ""), category)
+    header = {by_name[n] for n in _names_in(root.find("header")) if n in by_name}
+    trailer = {by_name[n] for n in _names_in(root.find("trailer")) if n in by_name}
+    return Dictionary(begin, fields, messages, frozenset(header), frozenset(trailer))
+
+
+@functools.cache
+def load(path: str | None = None) -> Dictionary:
+    """The dictionary at ``path`` (default: the quickfix package's FIX44.xml), parsed once."""
+    p = Path(path) if path else installed_dictionary()
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIX data dictionary {p}: {exc.strerror}") from None
+    return parse_dictionary(data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m shared.fix.dictionary",
+        description="Write the exchange's FIX 4.4 dictionary (QuickFIX's FIX44.xml with TrdMatchID 880 "
+                    "in ExecutionReport). Validate what the exchange sends with it.")
+    parser.add_argument("--out", required=True, help="file to write, or - for standard output")
+    parser.add_argument("--source", type=Path, default=None,
+                        help=f"the FIX44.xml to start from (default: {installed_dictionary()})")
+    args = parser.parse_args(argv)
+    try:
+        if args.out == "-":
+            source = args.source or installed_dictionary()
+            sys.stdout.write(exchange_dictionary(source.read_text(encoding="utf-8")))
+            return 0
+        path = write_exchange_dictionary(Path(args.out), args.source)
+    except (DictionaryError, OSError) as exc:
+        print(f"dictionary: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
