@@ -74,22 +74,25 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines += ["", "## The engine alone (baseline acceptor answering New itself: no bus, no matcher)", ""]
     lines += _table(COLUMNS, [row(r["name"], r["baseline"]) for r in runs if r.get("baseline")])
     lines += ["", "## What the Redis hop and the matcher cost (exchange over engine alone)", ""]
-    ratio_rows = []
-    for r in runs:
-        ex, bl = r.get("exchange"), r.get("baseline")
-        if ex and bl:
-            ratio_rows.append([r["name"], ratio(ex["orders_per_s"], bl["orders_per_s"]),
-                               ratio(ex["ack_p50_us"], bl["ack_p50_us"]),
-                               ratio(ex["ack_p99_us"], bl["ack_p99_us"])])
-    lines += _table(("Run", "Orders / s", "Ack p50", "Ack p99"), ratio_rows)
+    lines += _table(("Run", "Orders / s", "Ack p50", "Ack p99"), _ratios(runs, "exchange", "baseline"))
+    if any(r.get("full") for r in runs):
+        lines += ["", "## The full stack, as `make run` starts it (bots off, a page watching the books)", "",
+                  "`python -m services`: its runner, a private redis-server with the AOF, one matcher "
+                  "per shard, the gateway with its lab manager, the web service with one WebSocket page open "
+                  "(python -m services.bench.page: every depth and trade it is sent, read and decoded), "
+                  "the bots process with FIXLAB_BOTS=0.", ""]
+        lines += _table(COLUMNS, [row(r["name"], r["full"]) for r in runs if r.get("full")])
+        lines += ["", "## What the rest of the stack costs (full stack over lean stack)", ""]
+        lines += _table(("Run", "Orders / s", "Ack p50", "Ack p99"), _ratios(runs, "full", "exchange"))
+    lines += _cpu_tables(runs)
     errors = [(r["name"], side, " ".join(r[f"{side}_error"].split()))
-              for r in runs for side in ("exchange", "baseline") if r.get(f"{side}_error")]
+              for r in runs for side in ("exchange", "baseline", "full") if r.get(f"{side}_error")]
     if errors:
         lines += ["", "## Runs that failed", ""]
         lines += [f"- {name} ({side}): {err}" for name, side, err in errors]
     lines += ["", "## Targets", ""]
-    lines += [f"- {t['run']}: {t['what']}: {t['value']} — {'met' if t['met'] else 'NOT met'}"
-              for t in doc.get("targets", [])]
+    lines += [f"- {t['run']}{' (full stack)' if t.get('stack') == 'full' else ''}: {t['what']}: "
+              f"{t['value']} — {'met' if t['met'] else 'NOT met'}" for t in doc.get("targets", [])]
     lines += ["", "## Components", ""]
     for name, comp in doc.get("components", {}).items():
         if comp.get("status") == "ok":
@@ -99,6 +102,70 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines += ["", "Latency distributions: " + ", ".join(f"[{r['name']}]({r['svg']})" for r in runs
                                                       if r.get("svg")), ""]
     return "\n".join(lines)
+
+
+def _ratios(runs: Sequence[Mapping[str, Any]], top: str, bottom: str) -> list[list[str]]:
+    out = []
+    for r in runs:
+        a, b = r.get(top), r.get(bottom)
+        if a and b:
+            out.append([r["name"], ratio(a["orders_per_s"], b["orders_per_s"]),
+                        ratio(a["ack_p50_us"], b["ack_p50_us"]), ratio(a["ack_p99_us"], b["ack_p99_us"])])
+    return out
+
+
+STACK_LABELS = (("baseline", "engine only"), ("exchange", "lean stack"), ("full", "full stack"))
+# Processes in the order a reader follows an order; anything else after them, by name.
+PROCESS_ORDER = ("bench", "baseline", "gateway", "gateway publisher", "redis-server", "matcher", "web",
+                 "run", "bots", "page")
+
+
+def _process_key(name: str) -> tuple[int, str]:
+    base = "matcher" if name.startswith("matcher") else name
+    return (PROCESS_ORDER.index(base) if base in PROCESS_ORDER else len(PROCESS_ORDER), name)
+
+
+def _cpu_tables(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per run: CPU µs per answered order of every process on each stack, and the full stack's extra."""
+    lines: list[str] = []
+    for r in runs:
+        sides = [(key, label, r[key]["cpu"]) for key, label in STACK_LABELS
+                 if r.get(key) and r[key].get("cpu")]
+        if not sides:
+            continue
+        if not lines:
+            lines += ["", "## CPU per answered order, by process", "",
+                      "utime + stime from /proc/PID/stat, sampled every 0.2 s and interpolated to the "
+                      "measured phase, divided by the orders answered in it. Cores: the process's CPU "
+                      "seconds per second of the phase. \"exchange\" is every process but the bench "
+                      "client and the page."]
+        names = sorted({n for _, _, cpu in sides for n in cpu["us_per_order"]}, key=_process_key)
+        header = ["Process", *[f"{label} µs/order (cores)" for _, label, _ in sides]]
+        has_extra = any(k == "full" for k, _, _ in sides) and any(k == "exchange" for k, _, _ in sides)
+        if has_extra:
+            header.append("full over lean, µs/order")
+        rows = []
+        for n in names:
+            cells = [n]
+            for _, _, cpu in sides:
+                us = cpu["us_per_order"].get(n)
+                cells.append("-" if us is None else f"{us:,.0f} ({cpu['cores'].get(n, 0):.2f})")
+            if has_extra:
+                full = r["full"]["cpu"]["us_per_order"].get(n, 0.0)
+                lean = r["exchange"]["cpu"]["us_per_order"].get(n, 0.0)
+                cells.append(f"{full - lean:+,.0f}")
+            rows.append(cells)
+        for total_key, total_name in (("exchange_us_per_order", "exchange"), ("all_us_per_order", "all")):
+            cells = [f"**{total_name}**"]
+            for _, _, cpu in sides:
+                cells.append(f"**{cpu.get(total_key, 0):,.0f}**")
+            if has_extra:
+                delta = r["full"]["cpu"].get(total_key, 0) - r["exchange"]["cpu"].get(total_key, 0)
+                cells.append(f"**{delta:+,.0f}**")
+            rows.append(cells)
+        lines += ["", f"### {r['name']} ({r['sessions']}x{r['window']})", ""]
+        lines += _table(header, rows)
+    return lines
 
 
 def _percentile_points(sorted_ns: Sequence[int], n: int = 160) -> list[tuple[float, float]]:

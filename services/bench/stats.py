@@ -44,6 +44,8 @@ class Summary:
     ack_p90_us: float
     ack_p99_us: float
     ack_max_us: float
+    start_ns: int = 0  # the measured phase on the wall clock (earliest start, latest end)
+    end_ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,7 +79,8 @@ def summarize(results: Iterable[BenchResult]) -> tuple[Summary, list[int]]:
     if acked != len(lat):
         raise ValueError(f"{acked} acknowledged but {len(lat)} latencies recorded")
     rejected = sum(p.rejected for p in parts)
-    span_ns = max(p.end_ns for p in parts) - min(p.start_ns for p in parts)
+    start_ns, end_ns = min(p.start_ns for p in parts), max(p.end_ns for p in parts)
+    span_ns = end_ns - start_ns
     seconds = span_ns / 1e9 if span_ns > 0 else 0.0
     rate = (acked + rejected) / seconds if seconds > 0 else 0.0
     pct = [_us(nearest_rank(lat, p)) if lat else 0.0 for p in PERCENTILES]
@@ -96,5 +99,7 @@ def summarize(results: Iterable[BenchResult]) -> tuple[Summary, list[int]]:
         ack_p90_us=pct[1],
         ack_p99_us=pct[2],
         ack_max_us=_us(lat[-1]) if lat else 0.0,
+        start_ns=start_ns,
+        end_ns=end_ns,
     )
     return summary, lat

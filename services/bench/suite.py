@@ -1,8 +1,10 @@
-"""``python -m services.bench.suite`` (``make bench``): seed 000's standard runs, each against a fresh
-exchange and against the engine-only baseline, plus the matcher and gateway intake benchmarks.
+"""``python -m services.bench.suite`` (``make bench``): seed 000's standard runs, each side by side
+against the engine-only baseline, a fresh lean exchange (redis-server, matcher, gateway) and a fresh
+full stack exactly as ``make run`` starts it (bots off, a page watching the books), plus the matcher
+and gateway intake benchmarks. Every process's CPU time over each measured phase is read from /proc.
 
 Writes under services/bench/results/: results.json (machine, date, versions, command, every
-figure), results.md (the table) and one SVG latency distribution per run.
+figure), results.md (the tables) and one SVG latency distribution per run.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from services.bench import report
-from services.bench.procs import Baseline, Stack, base_env
+from services.bench.procs import Baseline, Child, CpuSampler, FullStack, Stack, base_env
 from shared import machine
 from shared.redis_server import RedisServer
 
@@ -39,9 +42,12 @@ class RunSpec:
 STANDARD = (RunSpec("latency", 1, 1, 20_000), RunSpec("concurrent", 4, 8, 100_000),
             RunSpec("throughput", 8, 32, 200_000))
 COMPONENTS = {
-    "matcher": "services.matcher.bench",
-    "gateway intake": "services.gateway.intake_bench",
+    "matcher": "benchmarks.matcher",
+    "gateway intake": "benchmarks.intake",
 }
+# The stacks each run is measured on, in this order: (key in results.json, label, --stacks name).
+STACKS = (("baseline", "engine only", "engine"), ("exchange", "lean stack", "lean"),
+          ("full", "full stack", "full"))
 
 
 def say(text: str) -> None:
@@ -49,8 +55,10 @@ def say(text: str) -> None:
 
 
 def bench_once(spec: RunSpec, port: int, warmup: int, workdir: Path, label: str,
-               stall_s: float) -> tuple[dict[str, Any], list[int]]:
-    """One bench process against 127.0.0.1:port; its JSON record and sorted latencies (ns)."""
+               stall_s: float, sampler: CpuSampler | None = None) -> tuple[dict[str, Any], list[int]]:
+    """One bench process against 127.0.0.1:port; its JSON record and sorted latencies (ns).
+
+    With a sampler, the bench process's own CPU time is sampled too (as "bench")."""
     out, lat = workdir / f"{label}.json", workdir / f"{label}.lat"
     argv = [sys.executable, "-m", "services.bench", "--addr", f"127.0.0.1:{port}",
             "--sessions", str(spec.sessions), "--window", str(spec.window), "--orders", str(spec.orders),
@@ -58,13 +66,89 @@ def bench_once(spec: RunSpec, port: int, warmup: int, workdir: Path, label: str,
             "--stall", str(stall_s), "--run-id", f"{label}-{int(time.time())}"]
     # Generous: a broken exchange shows as a stall (lost orders) long before this.
     timeout = 120 + spec.orders / 200
-    proc = subprocess.run(argv, env=base_env(), stdout=subprocess.PIPE, stderr=None, timeout=timeout,
-                          text=True)
+    proc = subprocess.Popen(argv, env=base_env(), stdout=subprocess.DEVNULL, stderr=None)
+    if sampler is not None:
+        sampler.add("bench", proc.pid)
+    try:
+        proc.wait(timeout)
+    except BaseException:  # a time-out, or SIGTERM unwinding the suite: the bench goes too
+        proc.kill()
+        proc.wait()
+        raise
     if not out.is_file():
         raise RuntimeError(f"the bench exited with {proc.returncode} and wrote no result")
     record = json.loads(out.read_text())
     latencies = [int(x) for x in lat.read_text().split()] if lat.is_file() else []
     return record, latencies
+
+
+def cpu_per_order(cpu_s: dict[str, float], record: dict[str, Any]) -> dict[str, Any]:
+    """CPU µs per answered order of each process over the measured phase, and the cores each kept busy."""
+    answered = record["acknowledged"] + record["rejected"]
+    seconds = record["seconds"]
+    out: dict[str, Any] = {
+        "us_per_order": {n: round(c * 1e6 / answered, 1) for n, c in cpu_s.items()} if answered else {},
+        "cores": {n: round(c / seconds, 3) for n, c in cpu_s.items()} if seconds else {},
+    }
+    exchange = {n: c for n, c in cpu_s.items() if n not in ("bench", "page")}
+    if answered:
+        out["exchange_us_per_order"] = round(sum(exchange.values()) * 1e6 / answered, 1)
+        out["all_us_per_order"] = round(sum(cpu_s.values()) * 1e6 / answered, 1)
+    return out
+
+
+def measured(spec: RunSpec, args: argparse.Namespace, work: Path, pids: dict[str, int], port: int,
+             label: str) -> tuple[dict[str, Any], list[int]]:
+    with CpuSampler(pids) as sampler:
+        record, lat = bench_once(spec, port, args.warmup, work, label, args.stall, sampler)
+    if record.get("start_ns") and record.get("end_ns"):
+        record["cpu"] = cpu_per_order(sampler.between(record["start_ns"], record["end_ns"]), record)
+    return record, lat
+
+
+def run_stack(key: str, spec: RunSpec, args: argparse.Namespace, work: Path,
+              run: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    """Start the stack named ``key``, bench it, stop it; the record (with CPU per process)."""
+    label = f"{spec.name}-{key}"
+    if key == "baseline":
+        with Baseline(work / label) as bl:
+            assert bl.child is not None
+            return measured(spec, args, work, {"baseline": bl.child.proc.pid}, bl.port, label)
+    if key == "exchange":
+        with Stack(work / label) as stack:
+            return measured(spec, args, work, stack.processes(), stack.fix_port, label)
+    extra = dict(kv.split("=", 1) for kv in args.full_env)
+    with FullStack(work / label, env=extra) as full:
+        page_out = work / f"{label}-page.json"
+        page = Child("page", (sys.executable, "-m", "services.bench.page", "--url",
+                              f"ws://127.0.0.1:{full.web_port}/ws", "--out", str(page_out)),
+                     base_env(), work / label / "page.log")
+        try:
+            wait_pages(full.web_url, 1, page, 30)
+            record, lat = measured(spec, args, work, {**full.processes(), "page": page.proc.pid},
+                                   full.fix_port, label)
+        finally:
+            page.stop()
+        if page_out.is_file():
+            run["page"] = json.loads(page_out.read_text())
+        return record, lat
+
+
+def wait_pages(web_url: str, pages: int, page: Child, timeout_s: float) -> None:
+    """Wait until the web service counts ``pages`` open pages (the watcher has its snapshot)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not page.alive():
+            raise RuntimeError(f"the page exited with {page.proc.returncode}:\n{page.tail()}")
+        try:
+            with urllib.request.urlopen(f"{web_url}/api/health", timeout=2) as resp:
+                if json.loads(resp.read()).get("pages", 0) >= pages:
+                    return
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no page open on {web_url} after {timeout_s:.0f}s")
+        time.sleep(0.1)
 
 
 def run_component(name: str, module: str, workdir: Path, timeout_s: float) -> dict[str, Any]:
@@ -110,8 +194,16 @@ def _flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, fl
 
 
 def targets(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Issue 5's targets, checked against the exchange's figures."""
-    by = {r["name"]: r.get("exchange") for r in runs}
+    """Issue 5's targets, checked against the lean exchange's figures and, where it ran, the full
+    stack's (issue 11: the stack users run is held to the same targets)."""
+    out = _targets(runs, "exchange")
+    if any(r.get("full") for r in runs):
+        out += [{**t, "stack": "full"} for t in _targets(runs, "full")]
+    return out
+
+
+def _targets(runs: list[dict[str, Any]], side: str) -> list[dict[str, Any]]:
+    by = {r["name"]: r.get(side) for r in runs}
     out: list[dict[str, Any]] = []
 
     def add(run: str, what: str, value: str, met: bool) -> None:
@@ -147,6 +239,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default=",".join(s.name for s in STANDARD),
                    help="which standard runs, comma separated")
     p.add_argument("--warmup", type=int, default=1000, help="warm-up orders per session")
+    p.add_argument("--stacks", default=",".join(name for _, _, name in STACKS),
+                   help="which stacks each run is measured on, comma separated: engine (the engine "
+                        "alone), lean (redis-server, matcher, gateway), full (python -m services, as "
+                        "make run starts it, bots off, a page watching the books)")
+    p.add_argument("--full-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="set this in the full stack's environment (e.g. FIXLAB_SHARDS=...); repeatable")
     p.add_argument("--no-baseline", action="store_true", help="skip the engine-only runs")
     p.add_argument("--no-components", action="store_true", help="skip the matcher and gateway benchmarks")
     p.add_argument("--results-dir", type=Path)
@@ -163,6 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in wanted if n not in known]
     if unknown:
         print(f"bench: unknown runs {unknown}; choose from {sorted(known)}", file=sys.stderr)
+        return 2
+    stacks = [n.strip() for n in args.stacks.split(",") if n.strip()]
+    known_stacks = [name for _, _, name in STACKS]
+    if not stacks or any(n not in known_stacks for n in stacks):
+        print(f"bench: --stacks {args.stacks!r}: choose from {known_stacks}", file=sys.stderr)
+        return 2
+    if args.no_baseline:
+        stacks = [n for n in stacks if n != "engine"]
+    if any("=" not in kv for kv in args.full_env):
+        print("bench: --full-env takes NAME=VALUE", file=sys.stderr)
         return 2
     scale = args.scale if args.scale is not None else (0.05 if args.quick else 1.0)
     if not 0 < scale <= 10:
@@ -188,36 +296,28 @@ def main(argv: list[str] | None = None) -> int:
             run: dict[str, Any] = {"name": spec.name, "sessions": spec.sessions, "window": spec.window,
                                    "orders": spec.orders}
             series: dict[str, list[int]] = {}
-            if not args.no_baseline:
-                say(f"{spec.name}: {spec.sessions}x{spec.window}, {spec.orders:,} orders, engine only")
+            for key, label, name in STACKS:
+                if name not in stacks:
+                    continue
+                fresh = "" if key == "baseline" else ", a fresh exchange"
+                say(f"{spec.name}: {spec.sessions}x{spec.window}, {spec.orders:,} orders, {label}{fresh}")
                 try:
-                    with Baseline(work / f"{spec.name}-baseline") as bl:
-                        run["baseline"], lat = bench_once(spec, bl.port, args.warmup, work,
-                                                          f"{spec.name}-baseline", args.stall)
-                        series["engine only"] = lat
+                    run[key], series[label] = run_stack(key, spec, args, work, run)
                 except (RuntimeError, TimeoutError, subprocess.TimeoutExpired, OSError) as exc:
-                    run["baseline_error"] = str(exc)[:2000]
-                    say(f"{spec.name}: engine-only run failed: {exc}")
-            say(f"{spec.name}: {spec.sessions}x{spec.window}, {spec.orders:,} orders, fresh exchange")
-            try:
-                with Stack(work / f"{spec.name}-stack") as stack:
-                    run["exchange"], lat = bench_once(spec, stack.fix_port, args.warmup, work,
-                                                      f"{spec.name}-exchange", args.stall)
-                    series["exchange"] = lat
-            except (RuntimeError, TimeoutError, subprocess.TimeoutExpired, OSError) as exc:
-                run["exchange_error"] = str(exc)[:2000]
-                say(f"{spec.name}: exchange run failed: {exc}")
+                    run[f"{key}_error"] = str(exc)[:2000]
+                    say(f"{spec.name}: {label} run failed: {exc}")
             if series:
                 svg_name = f"{spec.name}.svg"
                 title = (f"{spec.name}: {spec.sessions} sessions x {spec.window} in flight, "
                          f"{spec.orders:,} orders")
                 (results_dir / svg_name).write_text(report.svg(title, series))
                 run["svg"] = svg_name
-            for side in ("exchange", "baseline"):
-                if rec := run.get(side):
-                    say(f"{spec.name} {side}: {report.fmt_int(rec['orders_per_s'])} orders/s, "
+            for key, label, _ in STACKS:
+                if rec := run.get(key):
+                    cpu = rec.get("cpu", {}).get("exchange_us_per_order")
+                    say(f"{spec.name} {label}: {report.fmt_int(rec['orders_per_s'])} orders/s, "
                         f"p50 {report.fmt_us(rec['ack_p50_us'])}, p99 {report.fmt_us(rec['ack_p99_us'])}, "
-                        f"lost {rec['lost']}")
+                        f"lost {rec['lost']}" + (f", exchange CPU {cpu:.0f} µs/order" if cpu else ""))
             doc["runs"].append(run)
         if not args.no_components:
             for name, module in COMPONENTS.items():

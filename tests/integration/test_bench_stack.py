@@ -54,7 +54,7 @@ def test_the_suite_at_a_tiny_scale(tmp_path: Path) -> None:
     results = tmp_path / "results"
     proc = subprocess.run(
         [sys.executable, "-m", "services.bench.suite", "--runs", "latency", "--scale", "0.002",
-         "--warmup", "5", "--no-components", "--results-dir", str(results)],
+         "--warmup", "5", "--no-components", "--stacks", "engine,lean", "--results-dir", str(results)],
         env=base_env(), capture_output=True, text=True, timeout=110)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((results / "results.json").read_text())
