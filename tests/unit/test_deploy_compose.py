@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from services.stack import SERVICE_MODULES, SHARD_ENV, stack_specs
+from services.stack import DEPENDS_ON, SERVICE_MODULES, SHARD_ENV, stack_specs
 from shared.config import DEFAULT_INSTRUMENTS, common_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,6 +256,27 @@ def test_health_restart_and_start_order() -> None:
              "web": {"redis", "gateway"}, "bots": {"gateway"}, "bench": {"gateway", "matcher"}}
     for name, deps in needs.items():
         assert deps <= set(services[name]["depends_on"]), name
+
+
+def test_compose_stops_in_the_runners_order() -> None:
+    # Compose stops a service before what it depends on: the app services' depends_on (Redis aside)
+    # must be the runner's DEPENDS_ON, whose reverse order `make run` stops in.
+    services = lab_services(load(COMPOSE))
+    for name, deps in DEPENDS_ON.items():
+        assert set(services[name].get("depends_on", {})) - INFRA == set(deps), name
+    # Everything that writes to the bus stops before Redis (compose: it depends on redis, or on a
+    # service that does).
+    for name in DEPENDS_ON:
+        reach, todo = set(), [name]
+        while todo:
+            for dep in services[todo.pop()].get("depends_on", {}):
+                if dep not in reach:
+                    reach.add(dep)
+                    todo.append(dep)
+        assert "redis" in reach, name
+    # The runner's tiers: web and bots, then the gateway, then the matchers.
+    tiers = {s.name: s.tier for s in stack_specs(env={}, only_present=False)}
+    assert tiers == {"matcher": 0, "gateway": 1, "web": 2, "bots": 2}
 
 
 def test_redis_keeps_an_append_only_file_with_fsync_every_second() -> None:
