@@ -45,6 +45,7 @@ test-fast: install
 
 bench: install
 	@$(BIN)/python -m services.bench.suite
+	@$(BIN)/python -m benchmarks.codec
 
 lint: install
 	@echo "make: ruff and mypy"

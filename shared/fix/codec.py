@@ -49,6 +49,22 @@ def split_fields(text: str) -> dict[str, str]:
     return out
 
 
+def split_pairs(text: str) -> list[tuple[str, str]]:
+    """Every field of a whole FIX message in order as (tag, value) strings, repeats kept.
+
+    For repeating groups, which a dict cannot hold. Checked like ``split_fields``.
+    """
+    out: list[tuple[str, str]] = []
+    for item in text.split(SOH_TEXT):
+        if not item:
+            continue
+        tag, sep, value = item.partition("=")
+        if not sep or not tag.isdigit():
+            raise MalformedMessage(f"not a tag=value field: {item[:40]!r}")
+        out.append((tag, value))
+    return out
+
+
 def pairs(text: str) -> list[tuple[int | None, str]]:
     """Every field of ``text`` in order as (tag, value); never raises.
 

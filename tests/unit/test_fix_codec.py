@@ -18,6 +18,7 @@ from shared.fix.codec import (
     pairs,
     split_fields,
     split_frames,
+    split_pairs,
 )
 
 SOH = b"\x01"
@@ -147,6 +148,15 @@ def test_split_fields_keeps_the_last_of_a_repeated_tag_and_equals_in_values() ->
     assert split_fields("35=D\x0158=\x01") == {"35": "D", "58": ""}
 
 
+def test_split_pairs_keeps_repeating_groups_in_order() -> None:
+    text = "35=W\x01268=2\x01269=0\x01270=1.5\x01269=1\x01270=1.6\x01"
+    assert split_pairs(text) == [("35", "W"), ("268", "2"), ("269", "0"), ("270", "1.5"), ("269", "1"),
+                                 ("270", "1.6")]
+    assert split_pairs("35=D\x01\x0111=a") == [("35", "D"), ("11", "a")]
+    with pytest.raises(MalformedMessage, match="not a tag=value field"):
+        split_pairs("35=W\x01junk\x01")
+
+
 def test_split_fields_skips_empty_pieces() -> None:
     assert split_fields("") == {}
     assert split_fields("\x01") == {}
@@ -157,6 +167,8 @@ def test_split_fields_skips_empty_pieces() -> None:
 def test_split_fields_refuses_what_is_not_tag_value(text: str) -> None:
     with pytest.raises(MalformedMessage, match="not a tag=value field"):
         split_fields(text)
+    with pytest.raises(MalformedMessage, match="not a tag=value field"):
+        split_pairs(text)
 
 
 @given(st.lists(st.tuples(st.integers(min_value=1, max_value=99999),
@@ -164,6 +176,7 @@ def test_split_fields_refuses_what_is_not_tag_value(text: str) -> None:
 def test_split_fields_and_pairs_read_what_was_written(fields: list[tuple[int, str]]) -> None:
     text = "".join(f"{tag}={value}\x01" for tag, value in fields)
     assert split_fields(text) == {str(tag): value for tag, value in fields}
+    assert split_pairs(text) == [(str(tag), value) for tag, value in fields]
     assert pairs(text) == fields
 
 
