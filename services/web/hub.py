@@ -25,6 +25,7 @@ from shared.streams import inspect
 
 log = logging.getLogger(__name__)
 MARKET_LOOKBACK = 2000  # stream entries read back at start-up to find each book's latest depth
+MARKET_READ = 2000  # stream entries per XREAD of the market feed (one per matcher batch)
 
 
 class PageLike(Protocol):
@@ -90,19 +91,31 @@ class Hub:
                 **dict(self.counters)}
 
     async def market_feed(self) -> None:
-        """Follow the market stream for every page; start from each book's latest depth."""
+        """Follow the market stream for every page; start from each book's latest depth.
+
+        Under a flood the feed reads at most once per ``market_interval_s`` and conflates what it
+        read (see ``_apply_market``): one XREAD, one depth per book and at most a tape of trades per
+        interval, instead of a read and a WebSocket frame per matcher batch. A quiet market's first
+        entry still goes out as soon as it is read.
+        """
         last = "0-0"
         delay = 0.05
         primed = False
+        interval = self.settings.market_interval_s
+        loop = asyncio.get_running_loop()
+        next_read = 0.0
         while True:
             try:
                 if not primed:
                     rows: Any = await self.r.xrevrange(streams.MARKET_STREAM, count=MARKET_LOOKBACK)
-                    for entry_id, fields in reversed(rows):
-                        self._apply_market(fields, broadcast=False)
-                        last = entry_id.decode()
+                    self._apply_market([fields for _, fields in reversed(rows)], broadcast=False)
+                    if rows:
+                        last = rows[0][0].decode()
                     primed = True
-                rows = await self.r.xread({streams.MARKET_STREAM: last}, count=500, block=1000)
+                wait = next_read - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                rows = await self.r.xread({streams.MARKET_STREAM: last}, count=MARKET_READ, block=1000)
                 delay = 0.05
             except REDIS_ERRORS as exc:
                 log.warning("market feed: redis unavailable (%s); retrying in %.2fs", exc, delay)
@@ -110,21 +123,34 @@ class Hub:
                 delay = min(delay * 2, 2.0)
                 continue
             for _, entries in rows or ():
-                for entry_id, fields in entries:
-                    last = entry_id.decode()
-                    self._apply_market(fields, broadcast=True)
+                if entries:
+                    last = entries[-1][0].decode()
+                    next_read = loop.time() + interval
+                    self._apply_market([fields for _, fields in entries], broadcast=True)
 
-    def _apply_market(self, fields: dict[bytes, bytes], *, broadcast: bool) -> None:
-        try:
-            msgs = decode_batch(fields.get(streams.BATCH_FIELD, b""))
-        except SchemaError as exc:
-            log.error("market stream entry does not decode: %s", exc)
-            return
+    def _apply_market(self, entries: list[dict[bytes, bytes]], *, broadcast: bool) -> None:
+        """Apply stream entries to the market view, in order, and broadcast what pages show.
+
+        With an interval, what a page would replace before anyone sees it is skipped: a depth
+        replaces its book (only each book's last depth of the read counts) and the page shows the
+        latest trades (only the last ``tape_size`` of the read count). The view ends the same.
+        """
+        msgs: list[Depth | Trade] = []
+        for fields in entries:
+            try:
+                batch = decode_batch(fields.get(streams.BATCH_FIELD, b""))
+            except SchemaError as exc:
+                log.error("market stream entry does not decode: %s", exc)
+                continue
+            msgs += [m for m in batch if isinstance(m, Depth | Trade)]
+        if self.settings.market_interval_s > 0 or not broadcast:
+            kept = _latest(msgs, self.settings.tape_size)
+            self.counters["market_conflated"] += len(msgs) - len(kept) if broadcast else 0
+            msgs = kept
         for m in msgs:
-            if isinstance(m, Depth | Trade):
-                view = self.market.apply(m)
-                if broadcast:
-                    self.broadcast(view)
+            view = self.market.apply(m)
+            if broadcast:
+                self.broadcast(view)
 
     def status(self) -> JSON:
         """Counters and the bus view (blocking Redis calls: run it in a thread)."""
@@ -156,6 +182,23 @@ class Hub:
             "instances": live,
             "streams": bus,
         }
+
+
+def _latest(msgs: list[Depth | Trade], trades: int) -> list[Depth | Trade]:
+    """``msgs`` without what a later message replaces: each book's last depth, the last ``trades``
+    trades, in their order."""
+    books: set[str] = set()
+    kept: list[Depth | Trade] = []
+    for m in reversed(msgs):
+        if isinstance(m, Depth):
+            if m.symbol not in books:
+                books.add(m.symbol)
+                kept.append(m)
+        elif trades > 0:
+            trades -= 1
+            kept.append(m)
+    kept.reverse()
+    return kept
 
 
 def _sum(instances: list[dict[str, str]], service: str, counter: str) -> float:

@@ -25,6 +25,7 @@ class WebSettings:
     queue_size: int  # per page outgoing messages; a page that falls this far behind is dropped
     start_timeout_s: float  # how long to wait for a gateway to take a LabStart
     tape_size: int  # trades kept for new pages
+    market_interval_s: float  # a busy market reaches the pages at most once per this (0: every entry)
 
     def __repr__(self) -> str:
         return f"WebSettings(host={self.host!r}, port={self.port}, common={self.common!r})"
@@ -47,4 +48,5 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
         queue_size=env_int(env, "FIXLAB_WS_QUEUE", 2000, lo=10),
         start_timeout_s=env_float(env, "FIXLAB_LAB_START_TIMEOUT", 10.0, lo=0.5),
         tape_size=env_int(env, "FIXLAB_TAPE_SIZE", 50, lo=1, hi=10_000),
+        market_interval_s=env_float(env, "FIXLAB_MARKET_INTERVAL", 0.1, lo=0.0, hi=5.0),
     )

@@ -212,7 +212,8 @@ def test_no_gateway_is_a_clear_error(redis_url: str) -> None:
 
 
 def test_a_page_that_cannot_keep_up_is_dropped_not_the_server(redis_url: str, r: redis.Redis) -> None:
-    with web_process(redis_url, env={"FIXLAB_WS_QUEUE": "10"}) as w:
+    # Every market entry goes out (no conflation), so 300 depths are 300 messages for the page.
+    with web_process(redis_url, env={"FIXLAB_WS_QUEUE": "10", "FIXLAB_MARKET_INTERVAL": "0"}) as w:
         slow = Client(w.ws_url)  # never reads
         big = tuple((10000 + i, 1, 1) for i in range(400))
         for i in range(300):
