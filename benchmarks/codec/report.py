@@ -77,6 +77,17 @@ def markdown(result: dict[str, Any]) -> str:
                     lines.append(f"| — | *seed 004: {name}, another machine* | "
                                  + " | ".join(_n(x) for x in figures[at]) + " | 50,000 after 5,000 |")
             lines.append("")
+    lines += ["## Which codec the project's own paths use", "",
+              "- Gateway, inbound: QuickFIX's own C++ parser and validation (session level), then "
+              "`msg.toString()` split by `shared.fix.codec.split_fields` (the publisher's translation, "
+              "the acceptor's busy refusal): the *FIX Lab* row's D parse, after QuickFIX.",
+              "- Gateway, outbound: `Translator.report` writes the body text (f-strings, like the *FIX Lab* "
+              "encoder); QuickFIX's own encoder adds the header, BodyLength and CheckSum.",
+              "- Gateway, acceptor -> publisher pipe and the lab's tap: `shared.fix.codec.split_frames`.",
+              "- Web's wire view: `shared.fix.codec.pairs` and `framing_problems`; bots and lab sessions: "
+              "QuickFIX parses, `shared.fix.codec.field_values(msg.toString())` reads.",
+              "- Bench client (services/bench): QuickFIX's own, templates and `getField(int)`: the "
+              "*QuickFIX Python, string access* row.", ""]
     lines += ["## Adapters", ""]
     lines += [f"- **{name}**: {note}" for name, note in result["adapters"].items()]
     lines += ["", "Seed 004's rows: Intel Xeon E5-2698 v4, isolated CPUs 18-19, its own C++/Java/.NET/Go "
