@@ -250,6 +250,18 @@ OrderEvent = Accepted | Rejected | Filled | Cancelled | Replaced | CancelRejecte
 
 # --------------------------------------------------------------------------- market data (to web)
 
+@_register(26)
+@dataclass(frozen=True, slots=True)
+class Refused(Message):
+    """An order message the gateway's intake refused (it never reached a matcher), with its answer:
+    ``body`` is the whole FIX message (a rejected ExecutionReport or an OrderCancelReject, from tag
+    35 on), built where the refusal was decided, sent on ``session`` by the gateway's events thread."""
+
+    session: str
+    body: str
+    ts: int
+
+
 @_register(40)
 @dataclass(frozen=True, slots=True)
 class Trade(Message):

@@ -15,7 +15,7 @@ import quickfix as fix
 
 from services.gateway.handoff import Handoff
 from services.gateway.silence import SilenceWatchdog
-from services.gateway.translate import HANDLED_TYPES, Translator
+from services.gateway.inbound import HANDLED_TYPES, Inbound
 from shared.clock import now_ns
 from shared.fix.codec import split_fields
 from shared.schema import SessionEnded
@@ -89,7 +89,7 @@ class Counters:
 class GatewayApp(fix.Application):
     """QuickFIX callbacks: read the MsgType, hand the message to the publisher, answer a full pipe."""
 
-    def __init__(self, translator: Translator, handoff: Handoff, registry: SessionRegistry,
+    def __init__(self, inbound: Inbound, handoff: Handoff, registry: SessionRegistry,
                  counters: Counters, on_logon: Callable[[str], None] | None = None,
                  silence: SilenceWatchdog | None = None,
                  cancel_on_disconnect: Container[str] | None = None) -> None:
@@ -97,7 +97,7 @@ class GatewayApp(fix.Application):
         # The sessions whose resting orders end with them (None: every session).
         self.cancel_on_disconnect = cancel_on_disconnect
         self.silence = silence
-        self.translator = translator
+        self.inbound = inbound
         self.handoff = handoff
         self.registry = registry
         self.counters = counters
@@ -127,7 +127,7 @@ class GatewayApp(fix.Application):
             cod = self.cancel_on_disconnect
             if cod is None or comp in cod:
                 log.info("logout: cancelling its resting orders", extra={"session": comp})
-                self.handoff.send_command(SessionEnded(comp, self.translator.reply_to, now_ns()))
+                self.handoff.send_command(SessionEnded(comp, self.inbound.reply_to, now_ns()))
             else:
                 log.info("logout: its orders rest on (CancelOnDisconnect=N)", extra={"session": comp})
             if self.silence is not None:
@@ -189,7 +189,7 @@ class GatewayApp(fix.Application):
             self._failed("fromApp")
 
     def _busy(self, msg_type: str, f: dict[str, str]) -> None:
-        refusal = self.translator.busy(msg_type, f, self.handoff.waiting, now_ns())
+        refusal = self.inbound.busy(msg_type, f, self.handoff.waiting, now_ns())
         self.registry.send(refusal.session, refusal.body)
 
     def _failed(self, where: str) -> None:

@@ -1,11 +1,12 @@
 """The acceptor's end of the intake: hand each received order to the publisher process over a pipe.
 
-On the QuickFIX engine thread, ``send`` writes a message's text, as QuickFIX hands it over (a whole
-FIX message, framed by its own BodyLength), to the publisher's pipe without blocking: one system
-call, and no other Python thread of this process is woken, so the engine thread keeps the GIL to
-itself (see publisher.py for why). A full pipe refuses the order at once ("exchange busy") rather
-than stall every session. Commands made here (SessionEnded) travel framed the same way, with the
-BeginString ``FIXLAB`` and the schema's encoding as body, so one framer reads both.
+On the QuickFIX engine thread, ``send`` writes a message's text, as QuickFIX hands it over, to the
+publisher's pipe as one record (services.gateway.records) without blocking: one system call, and no
+other Python thread of this process is woken, so the engine thread keeps the GIL to itself (see
+publisher.py for why). The bound is here: with ``max_pending`` records not yet on the bus (Redis
+down, a flood), or a full pipe, ``send`` says no and the acceptor refuses the order at once
+("exchange busy") rather than stall every session. Commands made here (SessionEnded, EndOfDay) are
+records of their own kind and are never refused.
 
 Nothing is lost when the publisher dies: every record stays here until the publisher reports it
 done; a new publisher is started with the records not yet done, and it skips those its predecessor
@@ -25,15 +26,15 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.schema import Command, encode
+from services.gateway.records import command_record, fix_record
+from shared.schema import Command
 
 log = logging.getLogger(__name__)
 
-CONTROL_BEGIN = b"8=FIXLAB\x01"
 PIPE_SIZE = 1 << 20  # ~5,000 orders in flight between the two processes
 BIG_WRITE_TIMEOUT_S = 10.0
 
@@ -43,8 +44,7 @@ class PublisherStats:
     """The publisher's counts as last reported, plus the acceptor's own (plain ints, one writer each)."""
 
     published: int = 0
-    refused: int = 0
-    busy: int = 0
+    refused: int = 0  # orders the publisher refused (answered on the events stream)
     errors: int = 0  # the publisher's
     bad_reports: int = 0  # lines from the publisher that the acceptor could not take
     restarts: int = 0
@@ -53,10 +53,9 @@ class PublisherStats:
 class Handoff:
     """Start with ``start()``; ``send`` from QuickFIX callbacks; ``stop()`` publishes what is left."""
 
-    def __init__(self, run: str, on_refusal: Callable[[str, str], None], *, max_pending: int,
-                 env: Mapping[str, str] | None = None, restart_delay_s: float = 0.5) -> None:
+    def __init__(self, run: str, *, max_pending: int, env: Mapping[str, str] | None = None,
+                 restart_delay_s: float = 0.5) -> None:
         self.run = run
-        self.on_refusal = on_refusal
         self.max_pending = max_pending
         self.env = dict(os.environ if env is None else env)
         self.restart_delay_s = restart_delay_s
@@ -77,8 +76,8 @@ class Handoff:
 
     def send(self, raw: str) -> bool:
         """Hand over a received order message; False when it cannot be taken now (refuse it)."""
-        # surrogateescape: the exact bytes QuickFIX had (SWIG decodes them so), so BodyLength holds.
-        record = raw.encode("utf-8", "surrogateescape")
+        # surrogateescape: the exact bytes QuickFIX had (SWIG decodes them so).
+        record = fix_record(raw.encode("utf-8", "surrogateescape"))
         with self._lock:
             if len(self._pending) >= self.max_pending:
                 return False
@@ -97,7 +96,7 @@ class Handoff:
 
     def send_command(self, cmd: Command) -> None:
         """Hand over a command that must not be refused (SessionEnded), after what came before it."""
-        record = control_record(cmd)
+        record = command_record(cmd)
         with self._lock:
             self._write(record, wait=True)
             self._pending.append(record)
@@ -183,7 +182,7 @@ class Handoff:
             log.info("publisher %d started with %d waiting records", proc.pid, len(waiting))
 
     def _read(self, proc: subprocess.Popen[bytes]) -> None:
-        """Refusals and progress from one publisher; when it dies unasked, start another."""
+        """Progress from one publisher; when it dies unasked, start another."""
         assert proc.stdout is not None
         for line in proc.stdout:
             try:
@@ -216,13 +215,11 @@ class Handoff:
 
     def _take(self, item: list[Any]) -> None:
         kind = item[0]
-        if kind == "R":
-            self.on_refusal(str(item[1]), str(item[2]))
-        elif kind == "S":
+        if kind == "S":
             self._ready.set()
-            done, published, refused, busy, errors = (int(v) for v in item[1:6])
+            done, published, refused, errors = (int(v) for v in item[1:5])
             s = self.stats
-            s.published, s.refused, s.busy, s.errors = published, refused, busy, errors
+            s.published, s.refused, s.errors = published, refused, errors
             with self._trim_lock:
                 while self._pending and self._pending_first <= done:
                     self._pending.popleft()
@@ -265,9 +262,3 @@ class Handoff:
             reader.join(2.0)
         if self._pending:
             log.error("stopping with %d records not on the bus", len(self._pending))
-
-
-def control_record(cmd: Command) -> bytes:
-    """A command framed like a FIX message (BeginString FIXLAB), the schema's encoding as its body."""
-    body = encode(cmd)
-    return CONTROL_BEGIN + b"9=%d\x01" % len(body) + body + b"10=000\x01"

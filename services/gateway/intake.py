@@ -1,29 +1,34 @@
-"""From received order messages to the orders streams: grouping by shard and one publish attempt.
+"""From received order messages to the orders streams, in one straight line: FIX text in ->
+translate -> group by shard -> XADD.
 
 Runs in the intake publisher process (``services.gateway.publisher``), never on a QuickFIX thread.
-``Publisher.publish`` translates a batch of records, groups the commands by matcher shard and writes
-one stream entry per shard, plus the count of records done, in one MULTI/EXEC. It makes one attempt:
-on a Redis error the caller keeps the batch and tries again later, so nothing is lost or doubled.
+``Publisher.publish`` translates a batch of records (services.gateway.inbound), groups the commands
+by matcher shard and writes one stream entry per shard, plus the count of records done, in one
+MULTI/EXEC. An order that can never be valid here is answered where that is decided, here: its
+refusal (a ``Refused`` event carrying the FIX answer) goes on this gateway's events stream in the
+same transaction, and the events thread sends it like any other report, in order. One attempt: on
+a Redis error the caller keeps the batch and tries again later, so nothing is lost or doubled.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import redis
 
+from services.gateway.inbound import Inbound, Refusal
 from services.gateway.resp import RespConnection
 from shared import streams
 from shared.config import Instrument
-from shared.schema import Command, EndOfDay, SessionEnded, as_wire, encode_wire_batch
+from shared.fix.codec import split_fields
+from shared.schema import EndOfDay, Refused, SessionEnded, as_wire, encode_wire_batch
 
 log = logging.getLogger(__name__)
 
 # A record from the acceptor: a received message's text with its receive time (translated here),
 # or a command built on the spot (SessionEnded, EndOfDay) in wire form.
 Wire = tuple[object, ...]
-Translate = Callable[[str, int], Command | None]
 
 
 # Commands made by the gateway itself, for every shard.
@@ -33,12 +38,15 @@ EVERY_SHARD = frozenset((SessionEnded.CODE, EndOfDay.CODE))
 class Publisher:
     """Translates records and appends them to the orders stream of each command's shard."""
 
-    def __init__(self, conn: RespConnection, instruments: Iterable[Instrument], maxlen: int,
-                 translate: Translate, done_key: str) -> None:
+    def __init__(self, conn: RespConnection, inbound: Inbound, instruments: Iterable[Instrument],
+                 maxlen: int, done_key: str) -> None:
         self.conn = conn
-        self.translate = translate
+        self.inbound = inbound
         self.maxlen = maxlen
         self.done_key = done_key
+        self.events = streams.events_stream(inbound.reply_to)  # where this gateway's refusals go
+        self.refused = 0  # orders refused (answered on the events stream)
+        self.errors = 0  # records that could not be translated at all
         self.stream_of = {i.symbol: streams.orders_stream(i.shard) for i in instruments}
         self.all_streams = tuple(sorted(set(self.stream_of.values())))
         self.published = 0  # commands on the bus
@@ -49,18 +57,27 @@ class Publisher:
     def group(self, batch: Sequence[Sequence[object]]) -> tuple[dict[str, list[Wire]], int]:
         """Commands in wire form by orders stream, in arrival order, and how many there are.
 
-        Received messages are translated here (refusals are answered and dropped); SessionEnded
-        and EndOfDay go to every shard.
+        Received messages are translated here; a refusal becomes a ``Refused`` event on this
+        gateway's events stream. SessionEnded and EndOfDay go to every shard.
         """
         out: dict[str, list[Wire]] = {}
         stream_of = self.stream_of
-        translate = self.translate
+        command = self.inbound.command
         count = 0
         for record in batch:
             first = record[0]
             if isinstance(first, str):
-                cmd = translate(first, record[1])  # type: ignore[arg-type]
-                if cmd is None:
+                try:
+                    fields = split_fields(first)
+                    cmd = command(fields.get("35", ""), fields, record[1])  # type: ignore[arg-type]
+                except Exception:
+                    self.errors += 1
+                    log.exception("cannot translate %r", first[:200])
+                    continue
+                if isinstance(cmd, Refusal):
+                    self.refused += 1
+                    out.setdefault(self.events, []).append(
+                        as_wire(Refused(cmd.session, cmd.body, record[1])))  # type: ignore[arg-type]
                     continue
                 wire = as_wire(cmd)
                 symbol = None if isinstance(cmd, (SessionEnded, EndOfDay)) else cmd.symbol
@@ -68,6 +85,7 @@ class Publisher:
                 wire = tuple(record)
                 symbol = None
             else:
+                self.errors += 1
                 log.error("dropping a record that is neither a message nor a gateway command: %r", record[:3])
                 continue
             count += 1

@@ -8,18 +8,20 @@ however small its own work (measured: services/gateway/README.md). So the accept
 received message to a pipe; this process translates, checks, groups by shard and publishes.
 
 Pipes:
-- stdin, from the acceptor, in arrival order: whole FIX messages as received, or a command framed
-  like one (BeginString FIXLAB, the schema's encoding as body: handoff.control_record). Records are
-  numbered from ``--first`` on; each message is stamped with the time it is read here.
-- stdout, to the acceptor, JSON lines: ``["R", session, body]`` a refusal for the acceptor to send
-  on that session; ``["S", done, published, refused, busy, errors]`` progress, at most
-  every FIXLAB_PUBLISHER_REPORT_S (0.1 s), where ``done`` is the number of the last record handled
-  (the acceptor forgets records up to it).
+- stdin, from the acceptor, in arrival order: records (services.gateway.records), each a received
+  order message or a command of the gateway's own (SessionEnded, EndOfDay). Records are numbered
+  from ``--first`` on; each message is stamped with the time it is read here.
+- stdout, to the acceptor, JSON lines ``["S", done, published, refused, errors]``: progress, at once
+  when nothing is left to publish, else at most every FIXLAB_PUBLISHER_REPORT_S (0.1 s), where
+  ``done`` is the number of the last record handled (the acceptor forgets records up to it).
+Refusals do not come back this way: they go on the gateway's events stream with the orders
+(services.gateway.intake), and the events thread sends them like any report.
 
-Redis down: records wait here, up to FIXLAB_GATEWAY_QUEUE of them, and the publish is retried with
-back-off; past the bound, orders are refused at once with a clear "exchange busy" text. SessionEnded
-is never refused. The count of records done is written in the same transaction as the orders, so a
-publisher started again after a crash skips the records its predecessor already published.
+Redis down: records wait here, and the publish is retried with back-off. The bound is the
+acceptor's (FIXLAB_GATEWAY_QUEUE records not yet on the bus): past it, it refuses new orders at
+once with a clear "exchange busy" text; the commands it makes itself are never refused. The count
+of records done is written in the same transaction as the orders, so a publisher started again
+after a crash skips the records its predecessor already published.
 """
 
 from __future__ import annotations
@@ -39,19 +41,17 @@ from typing import Any
 import redis
 
 from services.gateway.config import GatewaySettings, gateway_settings
-from services.gateway.handoff import CONTROL_BEGIN
+from services.gateway.inbound import Inbound
 from services.gateway.intake import Publisher
+from services.gateway.records import COMMAND, FIX, RecordError, split_records
 from services.gateway.resp import RespConnection
-from services.gateway.translate import Refusal, Translator
 from shared import logs, streams
 from shared.config import ConfigError
-from shared.fix.codec import split_fields, split_frames
-from shared.schema import Command, SchemaError, as_wire, decode
+from shared.schema import SchemaError, as_wire, decode
 
 log = logging.getLogger("services.gateway.publisher")
 
 READ_SIZE = 1 << 20
-MAX_RECORD = 256 << 20  # QuickFIX already took the message whole: any size it passes is framed
 # Once the acceptor has closed the pipe (it stops, or it died), how long to keep retrying Redis for
 # the records still held before giving up (logged, exit 1) rather than linger as an orphan.
 FINAL_FLUSH_S = 10.0
@@ -66,21 +66,20 @@ LINGER_ABOVE = 16
 
 
 class IntakeLoop:
-    """One thread: read records, publish batches, answer refusals, report progress."""
+    """One thread: read records, publish batches, report progress."""
 
     def __init__(self, settings: GatewaySettings, run: str, first: int, fd_in: int, fd_out: int,
                  generation: int = 0) -> None:
         common = settings.common
         self.fd_in = fd_in
         self.fd_out = fd_out
-        self.bound = settings.queue_max
         self.batch_max = settings.batch_max
         self.report_s = settings.publisher_report_s
         # Exec ids of this process's refusals: distinct from the acceptor's and from an earlier publisher's.
-        self.translator = Translator(common.instruments, settings.gateway_id, f"{run}-p{generation}")
+        inbound = Inbound(common.instruments, settings.gateway_id, f"{run}-p{generation}")
         self.done_key = streams.intake_done_key(settings.gateway_id, run)
         self.conn = RespConnection(common.redis_url)
-        self.publisher = Publisher(self.conn, common.instruments, common.stream_maxlen, self.translate,
+        self.publisher = Publisher(self.conn, inbound, common.instruments, common.stream_maxlen,
                                    self.done_key)
         self.first = first
         self.received = first - 1  # number of the last record read
@@ -88,12 +87,10 @@ class IntakeLoop:
         # Learnt from Redis before the first publish: what an earlier publisher of this gateway run
         # put on the bus (records it was handed again because it died before reporting them done).
         self.skip_upto: int | None = None
-        self.backlog: deque[tuple[int, Sequence[Any] | None]] = deque()  # None: refused, kept for order
-        self.waiting = 0  # records in the backlog and the batch in hand, refusals excepted
+        self.backlog: deque[tuple[int, Sequence[Any] | None]] = deque()  # None: unreadable, kept for order
+        self.waiting = 0  # records in the backlog and the batch in hand, unreadable ones excepted
         self.batch: list[tuple[int, Sequence[Any]]] | None = None  # (number, record)
         self.batch_last = 0
-        self.refused = 0
-        self.busy = 0
         self.errors = 0
         self._reported: tuple[int, ...] = ()
         self._reported_at = time.monotonic()
@@ -102,62 +99,29 @@ class IntakeLoop:
 
     def take_records(self, buf: bytes) -> bytes:
         """Queue the whole records at the start of ``buf``; return the incomplete rest."""
-        frames, rest = split_frames(buf, max_message=MAX_RECORD)
+        records, rest = split_records(buf)
         ts = time.time_ns()
-        for frame in frames:
+        for kind, payload in records:
             self.received += 1
-            record = self.record(frame.raw, frame.whole, ts)
-            if record is not None and isinstance(record[0], str) and self.waiting >= self.bound:
-                self.refuse_busy(record)
-                record = None
+            record = self.record(kind, payload, ts)
             self.backlog.append((self.received, record))
             if record is not None:
                 self.waiting += 1
         return rest
 
-    def record(self, raw: bytes, whole: bool, ts: int) -> tuple[Any, ...] | None:
-        """A frame as (text, ts) or a command in wire form; None (counted, logged) if it is neither."""
-        if whole and not raw.startswith(CONTROL_BEGIN):
-            return (raw.decode("utf-8", "surrogateescape"), ts)
-        if whole:
-            body = raw[raw.index(b"\x01", len(CONTROL_BEGIN)) + 1:-7]
+    def record(self, kind: int, payload: bytes, ts: int) -> tuple[Any, ...] | None:
+        """A record as (text, ts) or a command in wire form; None (counted, logged) if it is neither."""
+        if kind == FIX:
+            # surrogateescape: the exact bytes QuickFIX had, whatever their encoding.
+            return (payload.decode("utf-8", "surrogateescape"), ts)
+        if kind == COMMAND:
             try:
-                return as_wire(decode(body))
+                return as_wire(decode(payload))
             except SchemaError:
                 pass
         self.errors += 1
-        log.error("not a record from the acceptor: %r", raw[:200])
+        log.error("not a record from the acceptor: kind %r, %r", chr(kind), payload[:200])
         return None
-
-    def refuse_busy(self, record: Sequence[Any]) -> None:
-        self.busy += 1
-        try:
-            fields = split_fields(record[0])
-            refusal = self.translator.busy(fields.get("35", ""), fields, self.waiting, time.time_ns())
-            self.send_refusal(refusal)
-        except Exception:
-            self.errors += 1
-            log.exception("cannot refuse %r", str(record[0])[:200])
-
-    # ------------------------------------------------------------------ translation
-
-    def translate(self, raw: str, ts: int) -> Command | None:
-        """A received message as a command; refusals are answered here and give None."""
-        try:
-            fields = split_fields(raw)
-            cmd = self.translator.command(fields.get("35", ""), fields, ts)
-        except Exception:
-            self.errors += 1
-            log.exception("cannot translate %r", raw[:200])
-            return None
-        if isinstance(cmd, Refusal):
-            self.refused += 1
-            self.send_refusal(cmd)
-            return None
-        return cmd
-
-    def send_refusal(self, refusal: Refusal) -> None:
-        self.write(["R", refusal.session, refusal.body])
 
     def write(self, item: list[Any]) -> None:
         data = json.dumps(item).encode() + b"\n"
@@ -207,10 +171,13 @@ class IntakeLoop:
         return True
 
     def report(self, force: bool = False) -> None:
+        """Tell the acceptor how far we are: at once when idle, else every ``report_s`` at most."""
         now = time.monotonic()
-        if not force and now - self._reported_at < self.report_s:
+        idle = self.batch is None and not self.backlog
+        if not force and not idle and now - self._reported_at < self.report_s:
             return
-        state = (self.done, self.publisher.published, self.refused, self.busy, self.errors)
+        p = self.publisher
+        state = (self.done, p.published, p.refused, self.errors + p.errors)
         if state != self._reported:
             self.write(["S", *state])
             self._reported = state
@@ -239,7 +206,11 @@ class IntakeLoop:
             elif select.select([self.fd_in], [], [], timeout)[0]:
                 data = os.read(self.fd_in, READ_SIZE)
                 if data:
-                    buf = self.take_records(buf + data if buf else data)
+                    try:
+                        buf = self.take_records(buf + data if buf else data)
+                    except RecordError as exc:  # only a bug in the acceptor can cause this
+                        log.error("the acceptor's pipe is not records (%s): stopping", exc)
+                        raise SystemExit(1) from None
                 else:
                     eof = True
                     give_up_at = time.monotonic() + FINAL_FLUSH_S
@@ -257,8 +228,8 @@ class IntakeLoop:
                     delay = min(delay * 2, 1.0)
             self.report()
         self.report(force=True)
-        log.info("publisher stopped: %d commands published, %d refused, %d busy",
-                 self.publisher.published, self.refused, self.busy)
+        log.info("publisher stopped: %d commands published, %d refused",
+                 self.publisher.published, self.publisher.refused)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ import redis
 
 from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.resp import RespConnection, command
-from services.gateway.translate import Translator
+from services.gateway.outbound import Outbound
 from shared import streams
 from shared.bus import id_after
 from shared.schema import Message, SchemaError, decode_batch
@@ -36,7 +36,7 @@ Entry = tuple[bytes, list[Message]]
 class ReportSender:
     """The events thread: consume the events stream, send each event as a FIX message."""
 
-    def __init__(self, conn: RespConnection, gateway_id: str, translator: Translator,
+    def __init__(self, conn: RespConnection, gateway_id: str, outbound: Outbound,
                  registry: SessionRegistry, counters: Counters, *, count: int = 1000,
                  block_ms: int = 200) -> None:
         self.conn = conn
@@ -45,7 +45,7 @@ class ReportSender:
         self.consumer = gateway_id.encode()
         self.count = str(count).encode()
         self.block = str(block_ms).encode()
-        self.translator = translator
+        self.outbound = outbound
         self.registry = registry
         self.counters = counters
         self.consumed = 0
@@ -68,7 +68,7 @@ class ReportSender:
 
     def handle(self, batch: list[Entry]) -> None:
         """Send every event of ``batch``; an event for a session not held here is logged and dropped."""
-        report = self.translator.report
+        report = self.outbound.report
         send = self.registry.send
         counters = self.counters
         for _entry_id, msgs in batch:

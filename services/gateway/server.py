@@ -22,7 +22,8 @@ from services.gateway.sessions import (
     trd_match_sessions,
 )
 from services.gateway.silence import SilenceWatchdog
-from services.gateway.translate import Translator
+from services.gateway.inbound import Inbound
+from services.gateway.outbound import Outbound
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
@@ -60,19 +61,19 @@ class Gateway:
             data_dictionary=self.dictionary, store_dir=store_dir))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
-        self.translator = Translator(common.instruments, settings.gateway_id, prefix,
-                                     trd_match_sessions(specs))
+        self.inbound = Inbound(common.instruments, settings.gateway_id, prefix)  # the acceptor's "busy"
+        self.outbound = Outbound(common.instruments, trd_match_sessions(specs))
         self.registry = SessionRegistry()
         self.counters = Counters()
-        # Received orders go to a publisher process over a pipe (handoff.py says why); it answers
-        # the orders it refuses through here. Bounded: its own queue plus what is in the pipe.
-        self.handoff = Handoff(prefix, self._send_refusal, max_pending=settings.queue_max + 10_000)
+        # Received orders go to a publisher process over a pipe (handoff.py says why); the orders it
+        # refuses are answered on the events stream. Bounded: records not yet on the bus.
+        self.handoff = Handoff(prefix, max_pending=settings.queue_max)
         self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
         self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
-        self.app = GatewayApp(self.translator, self.handoff, self.registry, self.counters,
+        self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect)
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
-        self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.translator,
+        self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.outbound,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
@@ -82,11 +83,6 @@ class Gateway:
                       else fix.MemoryStoreFactory())
         self._store = store
         self.acceptor = fix.SocketAcceptor(self.app, store, self._fix_settings)
-
-    def _send_refusal(self, session: str, body: str) -> None:
-        if not self.registry.send(session, body):
-            self.counters.unroutable += 1
-            log.warning("refusal for a session that is gone: %r", body[:200], extra={"session": session})
 
     def health_counters(self) -> dict[str, int | str]:
         c = self.counters
@@ -98,7 +94,7 @@ class Gateway:
             "logons": c.logons,
             "orders_in": c.orders_in,
             "refused": p.refused,
-            "busy": c.busy + p.busy,
+            "busy": c.busy,
             "published": p.published,
             "queue_depth": self.handoff.waiting,
             "publisher_restarts": p.restarts,
@@ -132,7 +128,7 @@ class Gateway:
         session's orders; a session with nothing resting costs the matcher a dictionary lookup.
         """
         ts = now_ns()
-        reply_to = self.translator.reply_to
+        reply_to = self.inbound.reply_to
         for comp in sorted(self.cancel_on_disconnect):
             self.handoff.send_command(SessionEnded(comp, reply_to, ts))
         # Wait (a little) until they are on the bus: order does not need it, the pipe keeps it, but

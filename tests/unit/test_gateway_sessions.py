@@ -96,37 +96,35 @@ def test_gateway_settings_defaults_and_errors(tmp_path: Path) -> None:
         gateway_settings({**ENV, "FIXLAB_GATEWAY_ID": "a b"})
 
 
-def test_publisher_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> None:
+def test_publisher_translates_groups_by_shard_in_wire_form_and_fans_session_ended_out() -> None:
     from decimal import Decimal
 
+    from services.gateway.inbound import Inbound
     from services.gateway.intake import Publisher
     from services.gateway.resp import RespConnection
-    from services.gateway.translate import Translator
     from shared import streams
     from shared.config import Instrument
-    from shared.fix.codec import split_fields
-    from shared.schema import SessionEnded, encode_batch, encode_wire_batch
+    from shared.schema import Refused, SessionEnded, encode_batch, encode_wire_batch
     from shared.schema import as_wire as to_wire
 
     insts = [Instrument("ACORN.LAB", 10_000, Decimal("0.01"), "a"),
              Instrument("BIRCH.LAB", 2_500, Decimal("0.01"), "b")]
-    tr = Translator(insts, "gw")
-
-    def translate(raw: str, ts: int) -> NewOrder | None:
-        cmd = tr.command("D", split_fields(raw), ts)
-        return cmd if isinstance(cmd, NewOrder) else None
-
-    publisher = Publisher(RespConnection("redis://127.0.0.1:1/0"), insts, 1000, translate, "done")
+    publisher = Publisher(RespConnection("redis://127.0.0.1:1/0"), Inbound(insts, "gw"), insts, 1000, "done")
     nos = "35=D\x0149=S\x0134=3\x0111={}\x0155={}\x0154=1\x0138=1\x0140=2\x0144={}\x01"
     ended = SessionEnded("S", "gw", 9)
     grouped, count = publisher.group([(nos.format("a1", "ACORN.LAB", "100.00"), 5),
-                                      (nos.format("bad", "ACORN.LAB", "100.001"), 6),  # refused: dropped
+                                      (nos.format("bad", "ACORN.LAB", "100.001"), 6),  # refused
                                       (nos.format("b1", "BIRCH.LAB", "25.00"), 7), to_wire(ended)])
-    assert count == 3
+    assert count == 3 and publisher.refused == 1
     a, b = streams.orders_stream("a"), streams.orders_stream("b")
-    assert set(grouped) == {a, b}
+    events = streams.events_stream("gw")
+    assert set(grouped) == {a, b, events}
     assert [w[2] for w in grouped[a][:1]] == ["a1"] and grouped[a][1] == to_wire(ended)
     assert [w[2] for w in grouped[b][:1]] == ["b1"] and grouped[b][1] == to_wire(ended)
+    # The refusal is answered where it was decided: on this gateway's events stream, FIX body and all.
+    [refused] = grouped[events]
+    assert refused[0] == Refused.CODE and refused[1] == "S" and refused[3] == 6
+    assert "\x0111=bad\x01" in refused[2] and "\x0139=8\x01" in refused[2]
     # The wire form is byte for byte what the schema's own encoder writes.
     order = NewOrder("S", "a1", "ACORN.LAB", 1, 10_000, 1, 0, "gw", 3, 5)
     assert encode_wire_batch([to_wire(order), to_wire(ended)]) == encode_batch([order, ended])

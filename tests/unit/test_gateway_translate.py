@@ -1,4 +1,5 @@
-"""FIX <-> bus translation, from byte literals, including malformed input."""
+"""FIX <-> bus translation, both ways (services.gateway.inbound and .outbound), from byte literals,
+including malformed input."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from services.gateway.translate import Refusal, Translator, fix_time
+from services.gateway.inbound import Inbound, Refusal, fix_time
+from services.gateway.outbound import Outbound
 from shared.config import Instrument
 from shared.fix.codec import MalformedMessage, split_fields
 from shared.schema import (
@@ -34,6 +36,17 @@ def fields(raw: bytes) -> dict[str, str]:
 def body(text: str) -> dict[str, str]:
     assert text.endswith("\x01")
     return split_fields(text)
+
+
+class Translator:
+    """Both halves under one name: the tests send an order in and read its reports back."""
+
+    def __init__(self, instruments: list[Instrument], reply_to: str, id_prefix: str,
+                 trd_match_sessions: frozenset[str] = frozenset()) -> None:
+        inbound = Inbound(instruments, reply_to, id_prefix)
+        self.command = inbound.command
+        self.refusal = inbound.refusal
+        self.report = Outbound(instruments, trd_match_sessions).report
 
 
 @pytest.fixture

@@ -1,0 +1,247 @@
+"""FIX order messages in, bus commands out: pure functions over strings, no QuickFIX, no Redis.
+
+The text of an application message (``message.toString()``) is split into a dict of tag -> value
+strings by ``shared.fix.codec.split_fields``, then turned into a bus command, or into the gateway's
+own refusal (a rejected ExecutionReport or an OrderCancelReject, from tag 35 on) when the order can
+never be valid here (not a limit order, a price off the tick grid, an unknown TIF...). The refusal
+echoes what the client sent, as text, even where it is not valid here, so the client can match it.
+Prices on the wire are decimals; inside they are integer ticks, converted with Decimal, never float.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from shared.config import Instrument
+from shared.fix.codec import SOH_TEXT as SOH
+from shared.schema import (
+    BUY,
+    CXL_OTHER,
+    CXL_UNKNOWN_ORDER,
+    DAY,
+    GTC,
+    REJ_INCORRECT_QUANTITY,
+    REJ_OTHER,
+    REJ_UNKNOWN_SYMBOL,
+    RESPONSE_TO_CANCEL,
+    RESPONSE_TO_REPLACE,
+    SELL,
+    CancelOrder,
+    Command,
+    NewOrder,
+    ReplaceOrder,
+)
+
+NEW_ORDER = "D"
+CANCEL = "F"
+REPLACE = "G"
+HANDLED_TYPES = frozenset((NEW_ORDER, CANCEL, REPLACE))
+NO_ORDER_ID = "NONE"
+
+_SIDES = {"1": BUY, "2": SELL}
+_TIFS = {"0": DAY, "1": GTC}
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The gateway answers a command itself: ``body`` is a whole message from tag 35 on."""
+
+    session: str
+    body: str
+    text: str
+
+
+def fix_time(ns: int) -> str:
+    """UTCTimestamp with milliseconds, as FIX 4.4 writes it."""
+    secs, rem = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(secs)) + f".{rem // 1_000_000:03d}"
+
+
+class Inbound:
+    """Turn FIX application messages (NewOrderSingle, cancel, replace) into bus commands or refusals."""
+
+    def __init__(self, instruments: Iterable[Instrument], reply_to: str, id_prefix: str = "") -> None:
+        self.instruments = {i.symbol: i for i in instruments}
+        if not self.instruments:
+            raise ValueError("no instruments")
+        self.reply_to = reply_to
+        self.id_prefix = id_prefix or reply_to
+        self._exec_ids = itertools.count(1)  # next() is atomic under the GIL: two threads use it
+        self._ticks_cache: dict[tuple[str, str], int | str] = {}
+
+    def command(self, msg_type: str, f: dict[str, str], ts: int) -> Command | Refusal:
+        """Translate one application message (fields from ``shared.fix.codec.split_fields``)."""
+        session = f.get("49", "")
+        if msg_type == NEW_ORDER:
+            return self._new_order(session, f, ts)
+        if msg_type == CANCEL:
+            return self._cancel(session, f, ts)
+        if msg_type == REPLACE:
+            return self._replace(session, f, ts)
+        raise ValueError(f"MsgType {msg_type!r} is not an order message")
+
+    def _new_order(self, session: str, f: dict[str, str], ts: int) -> NewOrder | Refusal:
+        clordid = f.get("11", "")
+        symbol = f.get("55", "")
+        side_raw = f.get("54", "")
+        problem, reason, inst, side, price, qty = self._order_terms(f, symbol, side_raw)
+        tif = DAY
+        if problem is None:
+            tif_raw = f.get("59")
+            if tif_raw is not None:
+                tif_val = _TIFS.get(tif_raw)
+                if tif_val is None:
+                    problem, reason = (f"TimeInForce 59={tif_raw} is not supported: use 0 (Day) or 1 (GTC)",
+                                       REJ_OTHER)
+                else:
+                    tif = tif_val
+        if problem is not None:
+            return Refusal(session, self._reject_body(f, reason, problem, ts), problem)
+        assert inst is not None
+        return NewOrder(session, clordid, symbol, side, price, qty, tif, self.reply_to,
+                        _seq(f), ts)
+
+    def _order_terms(self, f: dict[str, str], symbol: str, side_raw: str
+                     ) -> tuple[str | None, int, Instrument | None, int, int, int]:
+        """Check symbol, side, type, price and quantity: (problem, OrdRejReason, inst, side, ticks, qty)."""
+        inst = self.instruments.get(symbol)
+        if inst is None:
+            known = ", ".join(self.instruments)
+            return f"unknown symbol {symbol!r}: this exchange trades {known}", REJ_UNKNOWN_SYMBOL, \
+                None, 0, 0, 0
+        side = _SIDES.get(side_raw)
+        if side is None:
+            return f"Side 54={side_raw} is not supported: use 1 (Buy) or 2 (Sell)", REJ_OTHER, None, 0, 0, 0
+        ord_type = f.get("40", "")
+        if ord_type != "2":
+            return (f"OrdType 40={ord_type} is not accepted: only limit orders (40=2) trade here",
+                    REJ_OTHER, None, 0, 0, 0)
+        px_raw = f.get("44")
+        if px_raw is None:
+            return "a limit order needs a Price (44)", REJ_OTHER, None, 0, 0, 0
+        ticks = self._ticks(inst, px_raw)
+        if isinstance(ticks, str):
+            return ticks, REJ_OTHER, None, 0, 0, 0
+        qty_raw = f.get("38")
+        if qty_raw is None:
+            return "OrderQty (38) is required", REJ_INCORRECT_QUANTITY, None, 0, 0, 0
+        qty = _whole(qty_raw)
+        if qty is None or qty < 1:
+            return (f"OrderQty 38={qty_raw} is not a whole number of units of at least 1",
+                    REJ_INCORRECT_QUANTITY, None, 0, 0, 0)
+        return None, 0, inst, side, ticks, qty
+
+    def _ticks(self, inst: Instrument, px_raw: str) -> int | str:
+        """Price in ticks, or the reason it is refused (cached: clients repeat a few prices)."""
+        key = (inst.symbol, px_raw)
+        hit = self._ticks_cache.get(key)
+        if hit is not None:
+            return hit
+        result: int | str
+        try:
+            price = Decimal(px_raw)
+        except InvalidOperation:
+            price = Decimal("NaN")
+        if not price.is_finite():
+            result = f"Price 44={px_raw} is not a decimal number"
+        elif price <= 0:
+            result = f"Price 44={px_raw} must be positive"
+        else:
+            ticks = inst.to_ticks(price)
+            result = (ticks if ticks is not None else
+                      f"Price 44={px_raw} is not a whole number of ticks of {inst.tick} for {inst.symbol}")
+        if len(self._ticks_cache) > 10_000:
+            self._ticks_cache.clear()
+        self._ticks_cache[key] = result
+        return result
+
+    def _cancel(self, session: str, f: dict[str, str], ts: int) -> CancelOrder | Refusal:
+        symbol = f.get("55", "")
+        if symbol not in self.instruments:
+            text = f"unknown symbol {symbol!r}: no such order"
+            body = self._cancel_reject_body(f, RESPONSE_TO_CANCEL, CXL_UNKNOWN_ORDER, text, ts)
+            return Refusal(session, body, text)
+        return CancelOrder(session, f.get("11", ""), f.get("41", ""), symbol, _SIDES.get(f.get("54", ""), 0),
+                           self.reply_to, _seq(f), ts)
+
+    def _replace(self, session: str, f: dict[str, str], ts: int) -> ReplaceOrder | Refusal:
+        symbol = f.get("55", "")
+        problem, _reason, _inst, side, price, qty = self._order_terms(f, symbol, f.get("54", ""))
+        if problem is not None:
+            reason = CXL_UNKNOWN_ORDER if symbol not in self.instruments else CXL_OTHER
+            return Refusal(session, self._cancel_reject_body(f, RESPONSE_TO_REPLACE, reason, problem, ts),
+                           problem)
+        return ReplaceOrder(session, f.get("11", ""), f.get("41", ""), symbol, side, price, qty,
+                            self.reply_to, _seq(f), ts)
+
+    def refusal(self, msg_type: str, f: dict[str, str], text: str, ts: int) -> Refusal:
+        """The gateway's own refusal of an order message (e.g. when its queue is full)."""
+        session = f.get("49", "")
+        if msg_type == NEW_ORDER:
+            return Refusal(session, self._reject_body(f, REJ_OTHER, text, ts), text)
+        response_to = RESPONSE_TO_CANCEL if msg_type == CANCEL else RESPONSE_TO_REPLACE
+        return Refusal(session, self._cancel_reject_body(f, response_to, CXL_OTHER, text, ts), text)
+
+    def busy(self, msg_type: str, f: dict[str, str], waiting: int, ts: int) -> Refusal:
+        """The refusal of an order message the exchange cannot take now: ``waiting`` are queued."""
+        text = (f"exchange busy: {waiting} commands are waiting for the order bus; "
+                "this one was not accepted, send it again later")
+        return self.refusal(msg_type, f, text, ts)
+
+    def _exec_id(self) -> str:
+        return f"{self.id_prefix}-{next(self._exec_ids)}"
+
+    def _reject_body(self, f: dict[str, str], reason: int, text: str, ts: int) -> str:
+        # Echo what the client sent (as text, even when it is not valid here) so it can match the reply.
+        side = f.get("54", "1")
+        parts = ["35=8", "37=" + NO_ORDER_ID, "17=" + self._exec_id(), "11=" + f.get("11", "NONE"),
+                 "150=8", "39=8", "55=" + (f.get("55") or "NONE"), "54=" + side]
+        qty = f.get("38")
+        if qty is not None:
+            parts.append("38=" + qty)
+        ord_type = f.get("40")
+        if ord_type is not None:
+            parts.append("40=" + ord_type)
+        px = f.get("44")
+        if px is not None:
+            parts.append("44=" + px)
+        parts += ["151=0", "14=0", "6=0", "60=" + self._time(ts), "58=" + clean_text(text), f"103={reason}"]
+        return SOH.join(parts) + SOH
+
+    def _cancel_reject_body(self, f: dict[str, str], response_to: int, reason: int, text: str,
+                            ts: int) -> str:
+        parts = ["35=9", "37=" + NO_ORDER_ID, "11=" + f.get("11", "NONE"), "41=" + f.get("41", "NONE"),
+                 "39=8", f"434={response_to}", f"102={reason}", "60=" + self._time(ts),
+                 "58=" + clean_text(text)]
+        return SOH.join(parts) + SOH
+
+    def _time(self, ns: int) -> str:
+        return fix_time(ns)
+
+
+def _seq(f: dict[str, str]) -> int:
+    raw = f.get("34", "0")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _whole(raw: str) -> int | None:
+    """A quantity that is a whole number, written as an integer or with zero decimals ("10.00")."""
+    if raw.isdigit():
+        return int(raw)
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+def clean_text(text: str) -> str:
+    """Text for tag 58: no SOH (it would end the field) and not empty."""
+    cleaned = text.replace(SOH, " ").replace("\r", " ").replace("\n", " ")
+    return cleaned or "rejected"
