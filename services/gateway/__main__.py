@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
-from types import FrameType
 
 from services.gateway.config import gateway_settings
 from services.gateway.server import Gateway
 from shared import logs
 from shared.bus import REDIS_ERRORS, connect, wait_for_redis
 from shared.config import ConfigError
+from shared.signals import stop_on_signals
 
 log = logging.getLogger("services.gateway")
 
@@ -36,13 +35,7 @@ def main() -> int:
         print(f"gateway: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %d: logging out every session", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop, lambda signum: log.info("signal %d: logging out every session", signum))
     try:
         gateway.start()
     except Exception as exc:  # e.g. the port is taken: one clear line, not a traceback

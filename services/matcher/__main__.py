@@ -6,13 +6,13 @@ import logging
 import signal
 import sys
 import threading
-from types import FrameType
 
 from services.matcher.config import load
 from services.matcher.service import MatcherService, RecoveryError
 from shared import logs
 from shared.bus import REDIS_ERRORS
 from shared.config import ConfigError, redact_url
+from shared.signals import stop_on_signals
 
 log = logging.getLogger("services.matcher")
 
@@ -25,13 +25,8 @@ def main() -> int:
         print(f"matcher: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %s: finishing the current batch", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop, lambda signum: log.info("signal %s: finishing the current batch",
+                                                  signal.Signals(signum).name))
     log.info("matcher shard %s starting: %s, instruments %s", settings.shard, settings.common,
              ", ".join(i.symbol + (" (pro-rata)" if i.pro_rata else "") for i in settings.instruments))
     try:
