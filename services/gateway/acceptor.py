@@ -14,8 +14,8 @@ from collections.abc import Callable, Container
 import quickfix as fix
 
 from services.gateway.handoff import Handoff
-from services.gateway.silence import SilenceWatchdog
 from services.gateway.inbound import HANDLED_TYPES, Inbound
+from services.gateway.silence import SilenceWatchdog
 from shared.clock import now_ns
 from shared.fix.codec import split_fields
 from shared.schema import SessionEnded

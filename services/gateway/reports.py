@@ -22,8 +22,8 @@ import hiredis
 import redis
 
 from services.gateway.acceptor import Counters, SessionRegistry
-from services.gateway.resp import RespConnection, command
 from services.gateway.outbound import Outbound
+from services.gateway.resp import RespConnection, command
 from shared import streams
 from shared.bus import id_after
 from shared.schema import Message, SchemaError, decode_batch

@@ -12,7 +12,9 @@ from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
+from services.gateway.inbound import Inbound
 from services.gateway.lab import LabManager
+from services.gateway.outbound import Outbound
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import (
@@ -22,8 +24,6 @@ from services.gateway.sessions import (
     trd_match_sessions,
 )
 from services.gateway.silence import SilenceWatchdog
-from services.gateway.inbound import Inbound
-from services.gateway.outbound import Outbound
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
