@@ -73,7 +73,8 @@ class Gateway:
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect)
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
-        self.reports = ReportSender(RespConnection(common.redis_url), settings.gateway_id, self.outbound,
+        self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
+                                    settings.gateway_id, self.outbound,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
