@@ -42,6 +42,7 @@ def _echo_lean(url: str, rounds: int) -> None:
         reply = check(conn.roundtrip(command(b"XREAD", b"BLOCK", 0, b"STREAMS", S1, last), 1)[0])
         last = _last_id(reply)
         check(conn.roundtrip(command(b"XADD", S2, b"*", b"b", b"x"), 1)[0])
+    conn.close()
 
 
 def _echo_redis_py(url: str, rounds: int) -> None:
@@ -51,6 +52,7 @@ def _echo_redis_py(url: str, rounds: int) -> None:
         reply: Any = r.xread({S1: last}, block=0)
         last = _last_id(reply)
         r.xadd(S2, {b"b": b"x"})
+    r.close()
 
 
 def _drive_lean(url: str, rounds: int) -> list[int]:
@@ -64,6 +66,7 @@ def _drive_lean(url: str, rounds: int) -> list[int]:
         reply = check(conn.roundtrip(command(b"XREAD", b"BLOCK", 0, b"STREAMS", S2, last), 1)[0])
         out.append(time.perf_counter_ns() - t0)
         last = _last_id(reply)
+    conn.close()
     return out
 
 
@@ -77,6 +80,7 @@ def _drive_redis_py(url: str, rounds: int) -> list[int]:
         reply: Any = r.xread({S2: last}, block=0)
         out.append(time.perf_counter_ns() - t0)
         last = _last_id(reply)
+    r.close()
     return out
 
 
@@ -88,6 +92,7 @@ def _ping(url: str, rounds: int) -> list[int]:
         t0 = time.perf_counter_ns()
         conn.roundtrip(ping, 1)
         out.append(time.perf_counter_ns() - t0)
+    conn.close()
     return out
 
 
