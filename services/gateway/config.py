@@ -37,7 +37,7 @@ class GatewaySettings:
     labs: bool
     run_dir: Path
     store: str  # "memory" (default: seed 000, everything in memory) or "file" for CLIENT sessions
-    queue_max: int  # commands the intake publisher holds for the bus before orders are refused
+    queue_max: int  # received records not yet on the bus before the acceptor refuses new orders
     batch_max: int  # commands the publisher publishes per transaction at most
     data_dictionary: Path  # the installed FIX44.xml; the gateway derives the exchange's own from it
     # Log out a session that leaves a TestRequest unanswered this many HeartBtInts after it
