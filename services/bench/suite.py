@@ -44,6 +44,7 @@ STANDARD = (RunSpec("latency", 1, 1, 20_000), RunSpec("concurrent", 4, 8, 100_00
 COMPONENTS = {
     "matcher": "benchmarks.matcher",
     "gateway intake": "benchmarks.intake",
+    "relay": "benchmarks.relay",  # the floor of two Redis stream hops (issue 12's latency target)
 }
 # The stacks each run is measured on, in this order: (key in results.json, label, --stacks name).
 STACKS = (("baseline", "engine only", "engine"), ("exchange", "lean stack", "lean"),
@@ -171,7 +172,8 @@ def run_component(name: str, module: str, workdir: Path, timeout_s: float) -> di
         result = json.loads(out.read_text())
     except json.JSONDecodeError as exc:
         return {"status": f"wrote invalid JSON: {exc}", "command": shown}
-    rates = {k: v for k, v in _flatten(result) if "per_s" in k.rsplit(".", 1)[-1]}
+    rates = ({k: v for k, v in _flatten(result) if "per_s" in k.rsplit(".", 1)[-1]}
+             or {k: v for k, v in _flatten(result) if k.startswith("floor.")})
     headline = ", ".join(f"{k} {v:,.0f}" for k, v in list(rates.items())[:6]) or json.dumps(result)[:300]
     return {"status": "ok", "command": shown, "headline": headline, "result": result}
 
@@ -199,6 +201,30 @@ def targets(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = _targets(runs, "exchange")
     if any(r.get("full") for r in runs):
         out += [{**t, "stack": "full"} for t in _targets(runs, "full")]
+    return out
+
+
+def floor_targets(runs: list[dict[str, Any]], relay: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Issue 12's targets, as ratios measured in this one run: 1x1 near its floor (the engine alone
+    plus two Redis stream hops), and 4x8 at half the engine alone's orders/s or more."""
+    out: list[dict[str, Any]] = []
+    by = {r["name"]: r for r in runs}
+    floor = (relay or {}).get("result", {}).get("floor")
+    for side, stack in (("exchange", "lean"), ("full", "full")):
+        lat, con = by.get("latency", {}), by.get("concurrent", {})
+        if floor and lat.get(side) and lat.get("baseline"):
+            base = lat["baseline"]["ack_p50_us"] + floor["p50_us"]
+            p50, p99 = lat[side]["ack_p50_us"], lat[side]["ack_p99_us"]
+            out.append({"run": "latency", "stack": stack, "met": p50 <= 1.15 * base,
+                        "what": "p50 <= 1.15 x (engine alone p50 + relay p50)",
+                        "value": f"{report.fmt_us(p50)} vs {report.fmt_us(1.15 * base)} (x{p50 / base:.2f})"})
+            out.append({"run": "latency", "stack": stack, "met": p99 <= 2 * base,
+                        "what": "p99 <= 2 x (engine alone p50 + relay p50)",
+                        "value": f"{report.fmt_us(p99)} vs {report.fmt_us(2 * base)} (x{p99 / base:.2f})"})
+        if con.get(side) and con.get("baseline"):
+            ratio = con[side]["orders_per_s"] / con["baseline"]["orders_per_s"]
+            out.append({"run": "concurrent", "stack": stack, "met": ratio >= 0.5,
+                        "what": "orders/s >= 0.5 x the engine alone's", "value": f"x{ratio:.2f}"})
     return out
 
 
@@ -322,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_components:
             for name, module in COMPONENTS.items():
                 doc["components"][name] = run_component(name, module, work, 300)
-    doc["targets"] = targets(doc["runs"])
+    doc["targets"] = targets(doc["runs"]) + floor_targets(doc["runs"], doc["components"].get("relay"))
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     (results_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
     (results_dir / "results.md").write_text(report.markdown(doc))
