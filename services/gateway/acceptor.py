@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Container
 
 import quickfix as fix
 
+from services.gateway.direct import DirectIntake
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.silence import SilenceWatchdog
@@ -92,8 +94,10 @@ class GatewayApp(fix.Application):
     def __init__(self, inbound: Inbound, handoff: Handoff, registry: SessionRegistry,
                  counters: Counters, on_logon: Callable[[str], None] | None = None,
                  silence: SilenceWatchdog | None = None,
-                 cancel_on_disconnect: Container[str] | None = None) -> None:
+                 cancel_on_disconnect: Container[str] | None = None,
+                 direct: DirectIntake | None = None) -> None:
         super().__init__()
+        self.direct = direct  # the light-load shortcut past the publisher (None: always the pipe)
         # The sessions whose resting orders end with them (None: every session).
         self.cancel_on_disconnect = cancel_on_disconnect
         self.silence = silence
@@ -164,7 +168,8 @@ class GatewayApp(fix.Application):
     def fromApp(self, message: fix.Message, sid: fix.SessionID) -> None:
         # The engine thread is the gateway's bottleneck (QuickFIX's own parse and validation take
         # most of it), so it does the least possible: read the MsgType from the text and write the
-        # text to the publisher process, which translates and stamps it (see handoff.py).
+        # text to the publisher process, which translates and stamps it (see handoff.py); a lone
+        # order after a quiet spell goes on the bus from here instead (see direct.py).
         try:
             raw = message.toString()
             start = raw.find("\x0135=") + 4
@@ -182,6 +187,10 @@ class GatewayApp(fix.Application):
             raise fix.UnsupportedMessageType()
         try:
             self.counters.orders_in += 1
+            direct = self.direct
+            if (direct is not None and direct.quiet(time.monotonic()) and not self.handoff.waiting
+                    and direct.publish(raw)):
+                return
             if not self.handoff.send(raw):
                 self.counters.busy += 1
                 self._busy(msg_type, split_fields(raw))

@@ -46,6 +46,9 @@ class GatewaySettings:
     # How often the intake publisher reports its progress to the acceptor (which then forgets the
     # records that are on the bus); tests lengthen it to make a publisher die with reports owed.
     publisher_report_s: float = 0.1
+    # A lone order (nothing received for this long before it) goes on the bus from the engine
+    # thread itself, past the publisher process (direct.py); 0 turns the shortcut off.
+    direct_idle_s: float = 0.00025
     # When the trading day ends (UTC): Day orders still resting are cancelled (services/gateway/endofday.py).
     end_of_day: dt.time = dt.time(21, 0)
 
@@ -102,4 +105,5 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         # 21:00 UTC is 17:00 in New York in summer: the daily roll of the FX market, after the close of
         # the US and European equity sessions (a lab run from anywhere sees one day end, not several).
         end_of_day=env_time(env, ENV_PREFIX + "END_OF_DAY", "21:00"),
+        direct_idle_s=env_float(env, ENV_PREFIX + "DIRECT_IDLE_US", 250.0, lo=0.0, hi=1e7) / 1e6,
     )

@@ -101,17 +101,20 @@ class Publisher:
                 msgs.append(wire)
         return out, count
 
-    def publish(self, batch: Sequence[Sequence[object]], done: int) -> bool:
-        """Publish ``batch`` and record ``done`` (records handled so far); False on a Redis error.
+    def publish(self, batch: Sequence[Sequence[object]], done: int | None) -> bool:
+        """Publish ``batch`` and record ``done`` (records handled so far; None: no count kept);
+        False on a Redis error.
 
-        Call again with the same batch after a failure: it is translated only once.
+        Call again with the same batch after a failure: it is translated only once (or ``forget``
+        it, when it goes another way).
         """
         if self._pending is None:
             self._pending = self.group(batch)
         grouped, count = self._pending
         entries = [(stream, encode_wire_batch(msgs)) for stream, msgs in grouped.items()]
         try:
-            failed = self.conn.xadd_batches(entries, self.maxlen, done=(self.done_key, done))
+            failed = self.conn.xadd_batches(entries, self.maxlen,
+                                            done=None if done is None else (self.done_key, done))
         except redis.RedisError as exc:
             log.warning("redis unavailable, %d commands wait: %s", count, exc)
             return False
@@ -129,3 +132,7 @@ class Publisher:
         self.published += count
         self.entries += len(entries)
         return True
+
+    def forget(self) -> None:
+        """Drop the batch a failed ``publish`` kept for its retry (it goes another way)."""
+        self._pending = None

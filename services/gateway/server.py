@@ -10,9 +10,11 @@ import quickfix as fix
 
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
+from services.gateway.direct import DirectIntake
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import Inbound
+from services.gateway.intake import Publisher
 from services.gateway.lab import LabManager
 from services.gateway.outbound import Outbound
 from services.gateway.reports import ReportSender
@@ -70,8 +72,16 @@ class Gateway:
         self.handoff = Handoff(prefix, max_pending=settings.queue_max)
         self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
         self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
+        # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
+        # thread), the same Publisher as the publisher process, no done count (no records).
+        self.direct = (DirectIntake(Publisher(RespConnection(common.redis_url, timeout_s=0.2),
+                                              Inbound(common.instruments, settings.gateway_id, prefix + "d"),
+                                              common.instruments, common.stream_maxlen, ""),
+                                    idle_s=settings.direct_idle_s)
+                       if settings.direct_idle_s > 0 else None)
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
-                              silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect)
+                              silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
+                              direct=self.direct)
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
                                     settings.gateway_id, self.outbound,
@@ -94,9 +104,11 @@ class Gateway:
             "sessions_logged_on": len(self.registry.logged_on()),
             "logons": c.logons,
             "orders_in": c.orders_in,
-            "refused": p.refused,
+            "refused": p.refused + (self.direct.publisher.refused if self.direct else 0),
             "busy": c.busy,
-            "published": p.published,
+            "published": p.published + (self.direct.publisher.published if self.direct else 0),
+            "direct": self.direct.published if self.direct else 0,
+            "direct_fallbacks": self.direct.fallbacks if self.direct else 0,
             "queue_depth": self.handoff.waiting,
             "publisher_restarts": p.restarts,
             "reports_out": c.reports_out,

@@ -1,0 +1,51 @@
+"""The intake's shortcut at light load: a lone order goes on the bus from the engine thread itself.
+
+The publisher process (publisher.py) exists for floods: there, any Python thread beside QuickFIX's
+engine thread would take the GIL from it. But it costs every order a process wake-up and a second
+pass through a pipe, which is most of what the exchange adds to a lone order's round trip beyond
+Redis itself. So when an order arrives after a quiet spell (nothing received for ``idle_s``) and the
+pipe holds nothing not yet on the bus (so nothing it carries can be overtaken), the engine thread
+translates and publishes it at once, with the same straight line as the publisher
+(services.gateway.intake.Publisher: translate -> group -> one MULTI/EXEC, a refusal as a Refused
+event on the events stream) over a lean connection of its own with a short time-out. Under load the
+next order arrives sooner than ``idle_s`` and takes the pipe, so the flood path is unchanged.
+
+On a Redis error the order goes to the pipe instead, and the shortcut rests for ``pause_s``. When
+the error left the outcome unknown (a time-out after the write), the command may reach the matcher
+twice: the matcher drops a redelivery (same session, ClOrdID and MsgSeqNum), so the order is not
+doubled; a refused order could be answered twice.
+"""
+
+from __future__ import annotations
+
+import time
+
+from services.gateway.intake import Publisher
+
+
+class DirectIntake:
+    """Engine-thread only: ``quiet`` for every order, then ``publish`` for the ones that may go."""
+
+    def __init__(self, publisher: Publisher, *, idle_s: float, pause_s: float = 2.0) -> None:
+        self.publisher = publisher
+        self.idle_s = idle_s
+        self.pause_s = pause_s
+        self.published = 0  # orders that took the shortcut
+        self.fallbacks = 0  # orders that tried it and went to the pipe after a Redis error
+        self._last = float("-inf")  # when the previous order arrived (monotonic)
+        self._paused_until = float("-inf")
+
+    def quiet(self, now: float) -> bool:
+        """Note an order's arrival; True when nothing arrived for ``idle_s`` before it."""
+        last, self._last = self._last, now
+        return now - last >= self.idle_s and now >= self._paused_until
+
+    def publish(self, raw: str) -> bool:
+        """Put one received message on the bus now; False: it must take the pipe."""
+        if self.publisher.publish([(raw, time.time_ns())], None):
+            self.published += 1
+            return True
+        self.publisher.forget()
+        self.fallbacks += 1
+        self._paused_until = time.monotonic() + self.pause_s
+        return False
