@@ -63,6 +63,7 @@ FINAL_FLUSH_S = 10.0
 LINGER_PER_RECORD_S = 0.00001
 LINGER_MAX_S = 0.002
 LINGER_ABOVE = 16
+IDLE_REPORT_S = 0.005
 
 
 class IntakeLoop:
@@ -171,17 +172,24 @@ class IntakeLoop:
         return True
 
     def report(self, force: bool = False) -> None:
-        """Tell the acceptor how far we are: at once when idle, else every ``report_s`` at most."""
+        """Tell the acceptor how far we are: every ``report_s`` at most, and soon after the publisher
+        goes idle (so the acceptor's bound counts only what really waits), but never more often than
+        every IDLE_REPORT_S: each report wakes a thread in the acceptor, which costs its engine thread
+        (reporting at every idle moment of a flood took the intake from 28,000 to 20,000 orders/s)."""
         now = time.monotonic()
+        since = now - self._reported_at
         idle = self.batch is None and not self.backlog
-        if not force and not idle and now - self._reported_at < self.report_s:
+        if not force and since < self.report_s and not (idle and since >= IDLE_REPORT_S):
             return
-        p = self.publisher
-        state = (self.done, p.published, p.refused, self.errors + p.errors)
+        state = self._state()
         if state != self._reported:
             self.write(["S", *state])
             self._reported = state
         self._reported_at = now
+
+    def _state(self) -> tuple[int, ...]:
+        p = self.publisher
+        return (self.done, p.published, p.refused, self.errors + p.errors)
 
     # ------------------------------------------------------------------ the loop
 
@@ -201,6 +209,8 @@ class IntakeLoop:
                           "unpublished", self.waiting)
                 raise SystemExit(1)
             timeout = max(0.0, retry_at - time.monotonic()) if has_work else self.report_s
+            if not has_work and self._state() != self._reported:
+                timeout = min(timeout, IDLE_REPORT_S)  # a report is owed: soon, not in report_s
             if eof:
                 time.sleep(timeout)
             elif select.select([self.fd_in], [], [], timeout)[0]:
