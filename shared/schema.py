@@ -1,7 +1,7 @@
 """Every message on the bus: frozen, slotted dataclasses, and the one codec (msgpack) for them.
 
 Prices are integer ticks and quantities whole units. Sides and time-in-force use their FIX values
-(Side 54: 1 buy, 2 sell; TimeInForce 59: 0 day, 1 GTC) so the gateway translates nothing twice.
+(Side 54: 1 buy, 2 sell; TimeInForce 59: 0 day, 1 GTC, 3 IOC, 4 FOK) so the gateway translates nothing twice.
 Timestamps are integer nanoseconds since the epoch, set by whoever creates the message: the matcher
 never reads a clock, so replaying a command stream gives the same events.
 
@@ -21,6 +21,15 @@ BUY = 1
 SELL = 2
 DAY = 0
 GTC = 1
+IOC = 3  # immediate or cancel: trade what is possible now, cancel the rest
+FOK = 4  # fill or kill: trade the whole quantity now, or nothing
+
+# Self-trade prevention (NewOrder.stp): what the matcher does when an order would trade with a
+# resting order of the same session. The session's setting, put on each of its orders by the gateway.
+STP_OFF = 0
+STP_CANCEL_RESTING = 1
+STP_CANCEL_AGGRESSOR = 2
+STP_CANCEL_BOTH = 3
 
 # OrdRejReason (103) values the matcher uses.
 REJ_BROKER_OPTION = 0
@@ -85,6 +94,9 @@ class NewOrder(Message):
     reply_to: str  # gateway id whose events stream gets the answers
     seq: int  # MsgSeqNum (34) of the FIX message: (session, clordid, seq) identifies a redelivery
     ts: int
+    # Self-trade prevention (STP_*). Last, with a default: an entry written before it existed (an
+    # orders stream in an AOF) reads as "off", in both the dataclass and the matcher's wire form.
+    stp: int = STP_OFF
 
 
 @_register(2)
@@ -479,7 +491,8 @@ class MatcherSnapshot(Message):
     """A matcher shard's whole state, including every orders-stream entry up to ``last_id``.
 
     ``orders``: resting orders, each book's bids then asks, best price first, oldest first, as
-    (order_id, session, clordid, symbol, side, price, qty, leaves, cum_qty, cum_cost, tif, reply_to).
+    (order_id, session, clordid, symbol, side, price, qty, leaves, cum_qty, cum_cost, tif, reply_to, stp)
+    (``stp`` last: a snapshot written before it existed holds 12 items, read as "off").
     ``sessions``: (session, seen ClOrdIDs, their MsgSeqNums, closed ClOrdIDs, their OrdStatus,
     open ClOrdIDs in the order they were opened), each a flat tuple (see services/matcher/engine.py).
     ``end_of_day``: the last day an EndOfDay was applied for (0: none; last, so that snapshots
@@ -504,7 +517,7 @@ def as_wire(msg: Message | tuple[Any, ...]) -> tuple[Any, ...]:
         return msg
     if type(msg) is NewOrder:  # the hot path: one per order
         return (1, msg.session, msg.clordid, msg.symbol, msg.side, msg.price, msg.qty, msg.tif,
-                msg.reply_to, msg.seq, msg.ts)
+                msg.reply_to, msg.seq, msg.ts, msg.stp)
     return (msg.CODE, *(getattr(msg, name) for name in msg._FIELDS))  # type: ignore[union-attr]
 
 

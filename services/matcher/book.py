@@ -17,7 +17,7 @@ from sortedcontainers import SortedList
 
 from services.matcher.prorata import allocate
 from shared.config import Instrument
-from shared.schema import BUY, SELL
+from shared.schema import BUY, SELL, STP_CANCEL_AGGRESSOR, STP_CANCEL_RESTING
 
 Fill = tuple["Order", int, int]  # (resting order, quantity, price)
 NO_BID = -(1 << 62)  # bid_top of an empty side: every price is above it
@@ -29,11 +29,11 @@ class Order:
     """An order the exchange accepted. ``cost`` is sum(fill price * fill qty), in ticks."""
 
     __slots__ = ("clordid", "cost", "cum", "leaves", "order_id", "owner", "price", "qty", "reply_to",
-                 "session", "side", "symbol", "tif")
+                 "session", "side", "stp", "symbol", "tif")
 
     def __init__(self, order_id: str, session: str, clordid: str, symbol: str, side: int, price: int,
                  qty: int, tif: int, reply_to: str, owner: Any = None, leaves: int | None = None,
-                 cum: int = 0, cost: int = 0) -> None:
+                 cum: int = 0, cost: int = 0, stp: int = 0) -> None:
         self.order_id = order_id
         self.session = session
         self.clordid = clordid
@@ -46,6 +46,7 @@ class Order:
         self.cost = cost
         self.tif = tif
         self.reply_to = reply_to
+        self.stp = stp  # self-trade prevention when it trades as an aggressor again (a replace)
         self.owner = owner  # the engine's per-session state; the book never looks at it
 
     def __repr__(self) -> str:
@@ -241,6 +242,81 @@ class Book:
                 px = self.bid_top = prices[-1] if prices else NO_BID
         self.resting = resting
         return fills
+
+    def fillable(self, side: int, limit: int, qty: int, session: str = "", stp: int = 0) -> int:
+        """How much of ``qty`` an incoming order would trade now (at most ``qty``), changing nothing.
+
+        With ``stp`` (self-trade prevention, an STP_* mode) and the order's ``session``, as
+        ``match_stp`` would trade: a resting order of the same session is skipped (cancel resting)
+        or ends the matching (cancel aggressor or both).
+        """
+        avail = 0
+        for level in self.levels(SELL if side == BUY else BUY):
+            if (level.price > limit) if side == BUY else (level.price < limit):
+                break
+            if not stp:
+                avail += level.qty
+            elif self.pro_rata:
+                # A pro-rata level is shared among all its orders: an own order anywhere in it counts.
+                own = [o for o in level if o.session == session]
+                if own and stp != STP_CANCEL_RESTING:
+                    break
+                avail += level.qty - sum(o.leaves for o in own)
+            else:
+                for o in level:
+                    if o.session == session:
+                        if stp != STP_CANCEL_RESTING:
+                            return min(avail, qty)
+                        continue
+                    avail += o.leaves
+                    if avail >= qty:
+                        return qty
+            if avail >= qty:
+                return qty
+        return avail
+
+    def match_stp(self, side: int, limit: int, qty: int, session: str,
+                  stp: int) -> tuple[list[Fill], Order | None]:
+        """``match`` with self-trade prevention ``stp`` (an STP_* mode other than off) for ``session``.
+
+        A resting order of the same session that the incoming order meets (price-time: the next one
+        in turn; pro-rata: any order of the level it is about to share) is a self-trade. Cancel
+        resting: it leaves the book (an entry with quantity 0 in the result, in turn with the fills)
+        and matching goes on. Cancel aggressor: matching stops before it. Cancel both: it leaves the
+        book and matching stops. Returns the entries and the resting order that stopped the
+        incoming one (None if it was not stopped).
+        """
+        out: list[Fill] = []
+        buy = side == BUY
+        levels = self.asks if buy else self.bids
+        pro_rata = self.pro_rata
+        while qty:
+            px = self.ask_top if buy else self.bid_top
+            if (px > limit) if buy else (px < limit):  # also when the side is empty
+                break
+            level = levels[px]
+            own = [o for o in level if o.session == session]
+            if own and (pro_rata or level[0].session == session):
+                met = own if pro_rata else [level[0]]
+                if stp != STP_CANCEL_AGGRESSOR:
+                    for o in met:
+                        self.remove(o)
+                        out.append((o, 0, px))
+                if stp != STP_CANCEL_RESTING:
+                    return out, met[0]
+                continue
+            take = qty
+            if own:  # price-time: trade only the orders ahead of the first own order
+                ahead = 0
+                for o in level:
+                    if o is own[0]:
+                        break
+                    ahead += o.leaves
+                take = min(qty, ahead)
+            fills = self.match(side, px, take)  # limit px: this level only
+            out += fills
+            qty -= sum(f[1] for f in fills)
+        return out, None
 
     def _take_prorata(self, level: Level, qty: int, fills: list[Fill]) -> int:
         # Only for part of a level: a level that trades whole fills every order in full, which

@@ -27,7 +27,9 @@ from shared.schema import (
     CXL_TOO_LATE,
     CXL_UNKNOWN_ORDER,
     DAY,
+    FOK,
     GTC,
+    IOC,
     REJ_DUPLICATE_ORDER,
     REJ_INCORRECT_QUANTITY,
     REJ_ORDER_EXCEEDS_LIMIT,
@@ -36,6 +38,10 @@ from shared.schema import (
     RESPONSE_TO_CANCEL,
     RESPONSE_TO_REPLACE,
     SELL,
+    STP_CANCEL_AGGRESSOR,
+    STP_CANCEL_BOTH,
+    STP_CANCEL_RESTING,
+    STP_OFF,
     Accepted,
     Cancelled,
     CancelOrder,
@@ -75,7 +81,8 @@ _TRADE = Trade.CODE
 _DEPTH = Depth.CODE
 
 _SIDES = frozenset((BUY, SELL))
-_TIFS = frozenset((DAY, GTC))
+_TIFS = frozenset((DAY, GTC, IOC, FOK))
+_STPS = frozenset((STP_OFF, STP_CANCEL_RESTING, STP_CANCEL_AGGRESSOR, STP_CANCEL_BOTH))
 
 Wire = tuple[Any, ...]
 Out = tuple[str | None, Wire]  # (gateway id, or None for market data; event in wire form)
@@ -136,6 +143,8 @@ def _problem(w: Wire) -> str:
     """Why a wire-form command is malformed (only called once the fast checks failed)."""
     cls = _COMMANDS[w[0]]
     names = cls._FIELDS
+    if cls is NewOrder and len(w) == len(names):
+        names = names[:-1]  # the form written before NewOrder.stp existed
     if len(w) != len(names) + 1:
         return f"{cls.__name__} has {len(w) - 1} fields instead of {len(names)}"
     for name, value in zip(names, w[1:], strict=True):
@@ -248,18 +257,24 @@ class Engine:
         return self._e_prefix + str(n)
 
     def _new(self, w: Wire) -> bool:
-        if len(w) != 11:
+        if len(w) == 12:
+            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
+        elif len(w) == 11:  # written before NewOrder.stp existed: prevention off
+            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts = w
+            stp = STP_OFF
+        else:
             raise MalformedCommand(_problem(w))
-        _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts = w
         # Type checks at half the cost of one type() per field: "|" refuses anything but integers
         # and "+" refuses to join a str with anything but a str.
         try:
-            side | price | qty | tif | seq | ts
+            side | price | qty | tif | seq | ts | stp
             if not (type(session) is str and session + clordid + reply_to and session and clordid
                     and reply_to and type(symbol) is str):
                 raise TypeError
         except TypeError:
             raise MalformedCommand(_problem(w)) from None
+        if stp and stp not in _STPS:  # the gateway's own field: a bad value is a producer bug
+            raise MalformedCommand(f"NewOrder.stp={stp} is not a self-trade prevention mode")
         state = self.sessions.get(session)
         if state is None:
             state = self.sessions[session] = SessionState(session)
@@ -278,8 +293,9 @@ class Engine:
             return False
         book, lo, hi = where
         live = state.live
+        # IOC and FOK never rest, so the open-orders limit does not apply to them.
         if not (lo <= price <= hi and self._min_qty <= qty <= self._max_qty and side in (1, 2)
-                and tif in (0, 1) and len(live) < self._max_open):
+                and ((tif in (0, 1) and len(live) < self._max_open) or tif in (3, 4))):
             code, text = self._why_not(book, state, side, price, qty, tif)
             self._reject(w, code, text)
             state.closed[clordid] = ST_REJECTED
@@ -292,6 +308,10 @@ class Engine:
         self._out.append((reply_to, (_ACCEPTED, session, clordid, order_id, symbol, side, price, qty, tif,
                                      self._e_prefix + str(n), ts)))
         self._dirty[symbol] = ts
+        if tif > 1 or stp:  # IOC, FOK or self-trade prevention: off the hot path
+            self._aggress(session, clordid, order_id, symbol, side, price, qty, tif, reply_to, stp, state,
+                          book, ts)
+            return False
         if (price >= book.ask_top) if side == 1 else (price <= book.bid_top):  # 1: BUY
             cum, cost = self._emit_fills(session, clordid, order_id, symbol, side, price, qty, reply_to, 0, 0,
                                          book.match(side, price, qty), ts)
@@ -313,7 +333,8 @@ class Engine:
         if side not in _SIDES:
             return REJ_OTHER, f"side {side} is neither 1 (buy) nor 2 (sell)"
         if tif not in _TIFS:
-            return REJ_OTHER, f"time in force {tif} is not accepted: only day (0) or GTC (1)"
+            return (REJ_OTHER, f"time in force {tif} is not accepted: only day (0), GTC (1), IOC (3) "
+                               "or FOK (4)")
         if not limits.min_qty <= qty <= limits.max_qty:
             return (REJ_INCORRECT_QUANTITY,
                     f"quantity {qty} is outside {limits.min_qty} to {limits.max_qty}")
@@ -325,16 +346,88 @@ class Engine:
                 f"this session already has {len(state.live)} open orders, the limit is "
                 f"{limits.max_open_per_session}")
 
+    def _aggress(self, session: str, clordid: str, order_id: str, symbol: str, side: int, price: int,
+                 qty: int, tif: int, reply_to: str, stp: int, state: SessionState, book: Book,
+                 ts: int) -> None:
+        """The rest of ``_new`` for an IOC or FOK order, or one with self-trade prevention."""
+        cum = cost = 0
+        why = ""
+        if book.crosses(side, price):
+            if tif == FOK and book.fillable(side, price, qty, session, stp) < qty:
+                why = _fok_text(book, qty, price)
+            else:
+                cum, cost, stopper = self._trade(session, clordid, order_id, symbol, side, price, qty,
+                                                 reply_to, 0, 0, stp, ts)
+                if stopper is not None:
+                    why = _stp_aggressor_text(stp, stopper)
+        elif tif == FOK:
+            why = _fok_text(book, qty, price)
+        if cum == qty:
+            return
+        if not why and tif > GTC:
+            why = "IOC: remainder cancelled" if tif == IOC else _fok_text(book, qty, price)
+        if why:
+            state.closed[clordid] = ST_CANCELED
+            self._out.append((reply_to, (_CANCELLED, session, clordid, clordid, order_id, symbol, side, price,
+                                         qty, cum, cost, why, self._exec_id(), ts)))
+            return
+        order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
+                      qty - cum, cum, cost, stp)
+        book.add(order)
+        state.live[clordid] = order
+
+    def _trade(self, t_session: str, t_clordid: str, t_oid: str, symbol: str, t_side: int, t_price: int,
+               t_qty: int, t_rt: str, cum: int, cost: int, stp: int,
+               ts: int) -> tuple[int, int, Order | None]:
+        """Match an incoming order (``stp``: its self-trade prevention) and emit what happened.
+
+        Returns its cum and cost after the fills, and the resting order of its own session that
+        stopped it (self-trade prevention), if one did.
+        """
+        book = self.books[symbol]
+        leaves = t_qty - cum
+        if not stp:
+            cum, cost = self._emit_fills(t_session, t_clordid, t_oid, symbol, t_side, t_price, t_qty, t_rt,
+                                         cum, cost, book.match(t_side, t_price, leaves), ts)
+            return cum, cost, None
+        entries, stopper = book.match_stp(t_side, t_price, leaves, t_session, stp)
+        run: list[Fill] = []
+        for entry in entries:
+            if entry[1]:
+                run.append(entry)
+                continue
+            if run:  # the fills before this cancel, in turn
+                cum, cost = self._emit_fills(t_session, t_clordid, t_oid, symbol, t_side, t_price, t_qty,
+                                             t_rt, cum, cost, run, ts)
+                run = []
+            maker = entry[0]
+            owner = maker.owner
+            del owner.live[maker.clordid]
+            owner.closed[maker.clordid] = ST_CANCELED
+            self._out.append((maker.reply_to, (
+                _CANCELLED, maker.session, maker.clordid, maker.clordid, maker.order_id, symbol, maker.side,
+                maker.price, maker.qty, maker.cum, maker.cost,
+                f"self-trade prevention: cancelled, it would have traded with {t_clordid} of the same "
+                "session",
+                self._exec_id(), ts)))
+        if run:
+            cum, cost = self._emit_fills(t_session, t_clordid, t_oid, symbol, t_side, t_price, t_qty, t_rt,
+                                         cum, cost, run, ts)
+        return cum, cost, stopper
+
     def _reject(self, w: Wire, code: int, text: str) -> None:
-        _, session, clordid, symbol, side, price, qty, _, reply_to, _, ts = w
+        session, clordid, symbol, side, price, qty, reply_to, ts = (w[1], w[2], w[3], w[4], w[5], w[6], w[8],
+                                                                      w[10])
         self._out.append((reply_to, (_REJECTED, session, clordid, symbol, side, price, qty, code, text,
                                      self._exec_id(), ts)))
 
-    def _fill(self, taker: Order, fills: list[Fill], ts: int) -> None:
-        """Emit both sides' Filled events and a Trade for each fill; close finished makers."""
-        cum, cost = self._emit_fills(taker.session, taker.clordid, taker.order_id, taker.symbol, taker.side,
-                                     taker.price, taker.qty, taker.reply_to, taker.cum, taker.cost, fills, ts)
+    def _fill(self, taker: Order, ts: int) -> Order | None:
+        """Match a resting-capable order that trades again (a replace); update it; return its stopper."""
+        cum, cost, stopper = self._trade(taker.session, taker.clordid, taker.order_id, taker.symbol,
+                                         taker.side, taker.price, taker.qty, taker.reply_to, taker.cum,
+                                         taker.cost, taker.stp, ts)
         taker.cum, taker.cost, taker.leaves = cum, cost, taker.qty - cum
+        return stopper
 
     def _emit_fills(self, t_session: str, t_clordid: str, t_oid: str, symbol: str, t_side: int,
                     t_price: int, t_qty: int, t_rt: str, cum: int, cost: int, fills: list[Fill],
@@ -488,8 +581,14 @@ class Engine:
                                      order.side, price, qty, order.cum, order.leaves, order.cost,
                                      self._exec_id(), ts)))
         if not keeps_priority:
-            if book.crosses(order.side, price):
-                self._fill(order, book.match(order.side, price, order.leaves), ts)
+            stopper = self._fill(order, ts) if book.crosses(order.side, price) else None
+            if stopper is not None and order.leaves:
+                state.closed[clordid] = ST_CANCELED
+                self._out.append((reply_to, (_CANCELLED, session, clordid, clordid, order.order_id,
+                                             order.symbol, order.side, price, qty, order.cum, order.cost,
+                                             _stp_aggressor_text(order.stp, stopper), self._exec_id(), ts)))
+                self._dirty[order.symbol] = ts
+                return False
             if order.leaves:
                 book.add(order)
         if order.leaves:
@@ -543,7 +642,7 @@ class Engine:
         """The whole state, as of the orders-stream entry ``last_id``."""
         orders = tuple(
             (o.order_id, o.session, o.clordid, o.symbol, o.side, o.price, o.qty, o.leaves, o.cum, o.cost,
-             o.tif, o.reply_to)
+             o.tif, o.reply_to, o.stp)
             for book in self.books.values() for o in book.orders()
         )
         sessions = tuple(
@@ -567,20 +666,32 @@ class Engine:
             state.seen = dict(zip(seen_ids, seen_seqs, strict=True))
             state.closed = dict(zip(closed_ids, closed_status, strict=True))
         by_key: dict[tuple[str, str], Order] = {}
-        for (order_id, session, clordid, symbol, side, price, qty, leaves, cum, cost, tif,
-             reply_to) in snap.orders:
+        for item in snap.orders:
+            # 13 items; 12 in a snapshot written before Order.stp existed (prevention off).
+            (order_id, session, clordid, symbol, side, price, qty, leaves, cum, cost, tif, reply_to,
+             stp) = item if len(item) == 13 else (*item, STP_OFF)
             book = engine.books.get(symbol)
             if book is None:
                 raise ValueError(f"the snapshot holds orders on {symbol}, which this shard does not trade")
             state = engine.sessions[session]
             order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
-                          leaves=leaves, cum=cum, cost=cost)
+                          leaves=leaves, cum=cum, cost=cost, stp=stp)
             book.add(order)
             by_key[(session, clordid)] = order
         for name, *_, live in snap.sessions:
             state = engine.sessions[name]
             state.live = {clordid: by_key[(name, clordid)] for clordid in live}
         return engine
+
+
+def _fok_text(book: Book, qty: int, price: int) -> str:
+    return f"FOK: {qty} cannot all trade at once at {book.instrument.to_price(price)} or better; cancelled"
+
+
+def _stp_aggressor_text(stp: int, stopper: Order) -> str:
+    both = " (and that order cancelled)" if stp == STP_CANCEL_BOTH else ""
+    return (f"self-trade prevention: remainder cancelled, it would have traded with {stopper.clordid} "
+            f"of the same session{both}")
 
 
 _STATUS_TEXT = {ST_FILLED: "filled", ST_CANCELED: "cancelled", ST_REPLACED: "replaced",

@@ -156,7 +156,8 @@ def test_depth_shows_the_best_levels_only() -> None:
     ({"price": 12001}, REJ_OTHER, "price 120.01 is outside 80.00 to 120.00"),
     ({"price": -5}, REJ_OTHER, "outside 80.00 to 120.00"),
     ({"side": 3}, REJ_OTHER, "side 3 is neither 1 (buy) nor 2 (sell)"),
-    ({"tif": 3}, REJ_OTHER, "only day (0) or GTC (1)"),
+    ({"tif": 2}, REJ_OTHER, "only day (0), GTC (1), IOC (3) or FOK (4)"),
+    ({"tif": 6}, REJ_OTHER, "time in force 6 is not accepted"),
 ])
 def test_invalid_orders_are_rejected_with_a_reason(kwargs: dict, code: int, words: str) -> None:  # type: ignore[type-arg]
     e, a = engine(), Client("A")
@@ -483,7 +484,7 @@ def test_malformed_wire_commands_are_reported_not_applied() -> None:
                             (2, "A", "c4", "c1", "ACORN.LAB", 1, "gw", 2, 2),
                             (77, "x")])
     assert [why for _, why in result.malformed] == [
-        "NewOrder.price=10000.0 is not an integer", "NewOrder has 6 fields instead of 10",
+        "NewOrder.price=10000.0 is not an integer", "NewOrder has 6 fields instead of 11",
         "ReplaceOrder.ts=b'ts' is not an integer", "type code 77 is not a matcher command"]
     [rej] = result.messages()
     assert isinstance(rej, CancelRejected) and rej.reason == CXL_UNKNOWN_ORDER
