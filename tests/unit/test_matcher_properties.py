@@ -6,7 +6,10 @@
   book fills makers best price first, oldest first, each one fully before the next;
 - both sides of a match carry the same match id, price and quantity;
 - every event round-trips through the schema codec;
-- a snapshot restored at any point carries on exactly.
+- a snapshot restored at any point carries on exactly;
+- IOC and FOK never rest; FOK trades all or nothing;
+- no self-trade when prevention is on (each session has its own mode: off, cancel resting, cancel
+  aggressor, cancel both), and each order cancelled by it is told why.
 """
 
 from __future__ import annotations
@@ -24,8 +27,14 @@ from shared.config import Instrument
 from shared.schema import (
     BUY,
     DAY,
+    FOK,
     GTC,
+    IOC,
     SELL,
+    STP_CANCEL_AGGRESSOR,
+    STP_CANCEL_BOTH,
+    STP_CANCEL_RESTING,
+    STP_OFF,
     Accepted,
     Cancelled,
     CancelOrder,
@@ -46,7 +55,8 @@ INSTRUMENTS = [Instrument("ACORN.LAB", 10000, Decimal("0.01")),
                Instrument("BIRCH.LAB", 2500, Decimal("0.01"), pro_rata=True)]
 REF = {i.symbol: i.reference_ticks for i in INSTRUMENTS}
 PRO_RATA = {i.symbol for i in INSTRUMENTS if i.pro_rata}
-SESSIONS = ("A", "B", "C")
+SESSIONS = ("A", "B", "C", "D")
+STP = {"A": STP_OFF, "B": STP_CANCEL_RESTING, "C": STP_CANCEL_AGGRESSOR, "D": STP_CANCEL_BOTH}
 
 
 @dataclass
@@ -58,6 +68,8 @@ class Tracked:
     filled: int = 0
     cancelled: int = 0
     key: int = 0  # when it won its place in the queue
+    session: str = ""
+    tif: int = DAY
 
 
 class EngineMachine(RuleBasedStateMachine):
@@ -83,11 +95,13 @@ class EngineMachine(RuleBasedStateMachine):
         events = self.engine.apply(cmd)
         assert decode_batch(encode_batch(events)) == events
         maker_fills: list[Filled] = []
+        stp_cancels: list[Cancelled] = []
         by_match: dict[str, list[Filled]] = {}
         for ev in events:
             if isinstance(ev, Accepted):
                 self.clock += 1
-                self.orders[ev.order_id] = Tracked(ev.symbol, ev.side, ev.price, ev.qty, key=self.clock)
+                self.orders[ev.order_id] = Tracked(ev.symbol, ev.side, ev.price, ev.qty, key=self.clock,
+                                                   session=ev.session, tif=ev.tif)
                 self.by_clordid[(ev.session, ev.clordid)] = ev.order_id
             elif isinstance(ev, Replaced):
                 t = self.orders[ev.order_id]
@@ -108,11 +122,34 @@ class EngineMachine(RuleBasedStateMachine):
                 t = self.orders[ev.order_id]
                 t.cancelled = t.qty - ev.cum_qty
                 assert ev.cum_qty == t.filled
+                if isinstance(cmd, (CancelOrder, SessionEnded, EndOfDay)):
+                    continue
+                # Cancelled by a new order or a replace: IOC/FOK, or self-trade prevention; it says why.
+                if ev.text.startswith("self-trade prevention"):
+                    assert STP[ev.session] != STP_OFF, ev
+                    stp_cancels.append(ev)
+                else:
+                    assert t.tif in (IOC, FOK) and ev.text.startswith(("IOC", "FOK")), ev
         for pair in by_match.values():
             assert len(pair) == 2
             a, b = pair
             assert (a.last_px, a.last_qty) == (b.last_px, b.last_qty) and a.side != b.side
+            assert a.session != b.session or STP[a.session] == STP_OFF, "self-trade with prevention on"
         self._check_fifo_fills(maker_fills)
+        if isinstance(cmd, NewOrder) and cmd.tif in (IOC, FOK):
+            order_id = self.by_clordid[(cmd.session, cmd.clordid)]
+            t = self.orders[order_id]
+            assert order_id not in {o.order_id for b in self.engine.books.values() for o in b.orders()}
+            assert t.filled + t.cancelled == t.qty
+            if cmd.tif == FOK:
+                assert t.filled in (0, t.qty), "FOK traded part of its quantity"
+        if stp_cancels:
+            mode = STP[getattr(cmd, "session", "")]
+            resting = [c for c in stp_cancels if c.clordid != getattr(cmd, "clordid", None)]
+            aggressor = [c for c in stp_cancels if c.clordid == getattr(cmd, "clordid", None)]
+            assert len(aggressor) <= 1
+            assert (not resting) == (mode == STP_CANCEL_AGGRESSOR)
+            assert bool(aggressor) == (mode != STP_CANCEL_RESTING)
 
     def _check_fifo_fills(self, maker_fills: list[Filled]) -> None:
         fifo = [f for f in maker_fills if f.symbol not in PRO_RATA]
@@ -128,10 +165,11 @@ class EngineMachine(RuleBasedStateMachine):
 
     @rule(session=st.sampled_from(SESSIONS), symbol=st.sampled_from(sorted(REF)),
           side=st.sampled_from((BUY, SELL)), offset=st.integers(-2, 2), qty=st.integers(1, 40),
-          tif=st.sampled_from((DAY, GTC)))
+          tif=st.sampled_from((DAY, GTC, DAY, GTC, IOC, FOK)))
     def new_order(self, session: str, symbol: str, side: int, offset: int, qty: int, tif: int) -> None:
         cid, seq, ts = self._stamp(session)
-        self._apply(NewOrder(session, cid, symbol, side, REF[symbol] + offset, qty, tif, "gw", seq, ts))
+        self._apply(NewOrder(session, cid, symbol, side, REF[symbol] + offset, qty, tif, "gw", seq, ts,
+                             STP[session]))
 
     def _open(self) -> list[tuple[str, str]]:
         return sorted((o.session, o.clordid) for b in self.engine.books.values() for o in b.orders())
