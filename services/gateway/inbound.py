@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -23,13 +23,16 @@ from shared.schema import (
     CXL_OTHER,
     CXL_UNKNOWN_ORDER,
     DAY,
+    FOK,
     GTC,
+    IOC,
     REJ_INCORRECT_QUANTITY,
     REJ_OTHER,
     REJ_UNKNOWN_SYMBOL,
     RESPONSE_TO_CANCEL,
     RESPONSE_TO_REPLACE,
     SELL,
+    STP_OFF,
     CancelOrder,
     Command,
     NewOrder,
@@ -43,7 +46,7 @@ HANDLED_TYPES = frozenset((NEW_ORDER, CANCEL, REPLACE))
 NO_ORDER_ID = "NONE"
 
 _SIDES = {"1": BUY, "2": SELL}
-_TIFS = {"0": DAY, "1": GTC}
+_TIFS = {"0": DAY, "1": GTC, "3": IOC, "4": FOK}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +67,11 @@ def fix_time(ns: int) -> str:
 class Inbound:
     """Turn FIX application messages (NewOrderSingle, cancel, replace) into bus commands or refusals."""
 
-    def __init__(self, instruments: Iterable[Instrument], reply_to: str, id_prefix: str = "") -> None:
+    def __init__(self, instruments: Iterable[Instrument], reply_to: str, id_prefix: str = "",
+                 stp: Mapping[str, int] | None = None) -> None:
         self.instruments = {i.symbol: i for i in instruments}
+        # Each session's self-trade prevention (sessions.stp_modes): it travels on its NewOrders.
+        self.stp: Mapping[str, int] = stp or {}
         if not self.instruments:
             raise ValueError("no instruments")
         self.reply_to = reply_to
@@ -95,15 +101,15 @@ class Inbound:
             if tif_raw is not None:
                 tif_val = _TIFS.get(tif_raw)
                 if tif_val is None:
-                    problem, reason = (f"TimeInForce 59={tif_raw} is not supported: use 0 (Day) or 1 (GTC)",
-                                       REJ_OTHER)
+                    problem, reason = (f"TimeInForce 59={tif_raw} is not supported: use 0 (Day), 1 (GTC), "
+                                       "3 (IOC) or 4 (FOK)", REJ_OTHER)
                 else:
                     tif = tif_val
         if problem is not None:
             return Refusal(session, self._reject_body(f, reason, problem, ts), problem)
         assert inst is not None
         return NewOrder(session, clordid, symbol, side, price, qty, tif, self.reply_to,
-                        _seq(f), ts)
+                        _seq(f), ts, self.stp.get(session, STP_OFF))
 
     def _order_terms(self, f: dict[str, str], symbol: str, side_raw: str
                      ) -> tuple[str | None, int, Instrument | None, int, int, int]:
@@ -171,6 +177,11 @@ class Inbound:
     def _replace(self, session: str, f: dict[str, str], ts: int) -> ReplaceOrder | Refusal:
         symbol = f.get("55", "")
         problem, _reason, _inst, side, price, qty = self._order_terms(f, symbol, f.get("54", ""))
+        tif_raw = f.get("59")
+        if problem is None and tif_raw is not None and _TIFS.get(tif_raw, IOC) >= IOC:
+            # A replace keeps the order's TimeInForce; IOC and FOK orders never rest to be replaced.
+            problem = (f"TimeInForce 59={tif_raw} is not accepted on a replace: an order keeps its own, "
+                       "and IOC (3) or FOK (4) orders never rest")
         if problem is not None:
             reason = CXL_UNKNOWN_ORDER if symbol not in self.instruments else CXL_OTHER
             return Refusal(session, self._cancel_reject_body(f, RESPONSE_TO_REPLACE, reason, problem, ts),

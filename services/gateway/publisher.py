@@ -45,6 +45,7 @@ from services.gateway.inbound import Inbound
 from services.gateway.intake import Publisher
 from services.gateway.records import COMMAND, FIX, RecordError, split_records
 from services.gateway.resp import RespConnection
+from services.gateway.sessions import load_sessions, stp_modes
 from shared import logs, streams
 from shared.config import ConfigError
 from shared.schema import SchemaError, as_wire, decode
@@ -77,7 +78,8 @@ class IntakeLoop:
         self.batch_max = settings.batch_max
         self.report_s = settings.publisher_report_s
         # Exec ids of this process's refusals: distinct from the acceptor's and from an earlier publisher's.
-        inbound = Inbound(common.instruments, settings.gateway_id, f"{run}-p{generation}")
+        inbound = Inbound(common.instruments, settings.gateway_id, f"{run}-p{generation}",
+                          stp_modes(load_sessions(settings.sessions_file)))
         self.done_key = streams.intake_done_key(settings.gateway_id, run)
         self.conn = RespConnection(common.redis_url)
         self.publisher = Publisher(self.conn, inbound, common.instruments, common.stream_maxlen,

@@ -23,6 +23,7 @@ from services.gateway.sessions import (
     cancel_on_disconnect_sessions,
     load_sessions,
     settings_text,
+    stp_modes,
     trd_match_sessions,
 )
 from services.gateway.silence import SilenceWatchdog
@@ -75,7 +76,8 @@ class Gateway:
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
         # thread), the same Publisher as the publisher process, no done count (no records).
         self.direct = (DirectIntake(Publisher(RespConnection(common.redis_url, timeout_s=0.2),
-                                              Inbound(common.instruments, settings.gateway_id, prefix + "d"),
+                                              Inbound(common.instruments, settings.gateway_id, prefix + "d",
+                                                      stp_modes(specs)),
                                               common.instruments, common.stream_maxlen, ""),
                                     idle_s=settings.direct_idle_s)
                        if settings.direct_idle_s > 0 else None)

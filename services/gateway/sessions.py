@@ -13,7 +13,7 @@ every session is written out in advance. Policy (see README "Connect your own FI
 The store is one factory for the whole acceptor (a QuickFIX limit): memory by default; with
 FIXLAB_FIX_STORE=file, the CLIENT sessions' sequence numbers and messages also survive a restart.
 
-Two settings of the exchange's own, per session (in a user's file like any other key; never passed
+Three settings of the exchange's own, per session (in a user's file like any other key; never passed
 to QuickFIX):
 
 - ``SendTrdMatchID=Y``: fills carry TrdMatchID (880), which stock FIX 4.4 does not list in
@@ -23,6 +23,9 @@ to QuickFIX):
 - ``CancelOnDisconnect=N``: the session's resting orders outlive its Logout, a disconnect and a
   restart of the gateway (GTC until cancelled, Day until the end of day). On by default, as at most
   venues: a session's orders end with it, however it ended.
+- ``SelfTradePrevention=N|CancelResting|CancelAggressor|CancelBoth``: what the matcher does when an
+  order of this session would trade with a resting order of the same session. Off (N) by default.
+  The gateway puts the mode on each of the session's orders (NewOrder.stp).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from shared.compids import (
     LAB_COMP_IDS,
 )
 from shared.config import ConfigError
+from shared.schema import STP_CANCEL_AGGRESSOR, STP_CANCEL_BOTH, STP_CANCEL_RESTING, STP_OFF
 
 RESET_ALWAYS = {"ResetOnLogon": "Y", "ResetOnLogout": "Y", "ResetOnDisconnect": "Y"}
 KEEP_SEQUENCES = {"ResetOnLogon": "N", "ResetOnLogout": "N", "ResetOnDisconnect": "N"}
@@ -50,6 +54,9 @@ _ACCEPTOR_ONLY = {"ConnectionType", "SocketAcceptPort", "SocketAcceptAddress", "
 # The exchange's own per-session settings (see above), with their defaults.
 SEND_TRD_MATCH_ID = "SendTrdMatchID"
 CANCEL_ON_DISCONNECT = "CancelOnDisconnect"
+SELF_TRADE_PREVENTION = "SelfTradePrevention"
+STP_MODES = {"N": STP_OFF, "CancelResting": STP_CANCEL_RESTING, "CancelAggressor": STP_CANCEL_AGGRESSOR,
+             "CancelBoth": STP_CANCEL_BOTH}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,7 @@ class SessionSpec:
     options: dict[str, str] = field(default_factory=dict)  # QuickFIX's own session settings
     trd_match_id: bool = False  # fills also carry TrdMatchID (880)
     cancel_on_disconnect: bool = True  # resting orders end with the session
+    stp: int = STP_OFF  # self-trade prevention (shared.schema STP_*)
 
 
 def pool_sessions() -> list[SessionSpec]:
@@ -83,6 +91,21 @@ def _yes_no(values: dict[str, str], key: str, default: bool, where: str) -> bool
     if raw.upper() in ("N", "NO", "FALSE", "0"):
         return False
     raise ConfigError(f"{where}: {key}={raw!r} must be Y or N")
+
+
+def _stp_mode(values: dict[str, str], where: str) -> int:
+    raw = values.pop(SELF_TRADE_PREVENTION, None)
+    if raw is None:
+        return STP_OFF
+    for name, mode in STP_MODES.items():
+        if raw.lower() == name.lower():
+            return mode
+    raise ConfigError(f"{where}: {SELF_TRADE_PREVENTION}={raw!r} must be one of {', '.join(STP_MODES)}")
+
+
+def stp_modes(specs: Iterable[SessionSpec]) -> dict[str, int]:
+    """The client CompIDs with self-trade prevention on, and their modes."""
+    return {s.target: s.stp for s in specs if s.stp != STP_OFF}
 
 
 def trd_match_sessions(specs: Iterable[SessionSpec]) -> frozenset[str]:
@@ -141,7 +164,9 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
         where = f"{origin} [SESSION] at line {lineno}"
         trd = _yes_no(merged, SEND_TRD_MATCH_ID, False, where)
         cod = _yes_no(merged, CANCEL_ON_DISCONNECT, True, where)
-        out.append(SessionSpec(target, sender, begin, merged, trd_match_id=trd, cancel_on_disconnect=cod))
+        stp = _stp_mode(merged, where)
+        out.append(SessionSpec(target, sender, begin, merged, trd_match_id=trd, cancel_on_disconnect=cod,
+                               stp=stp))
     return out
 
 
