@@ -3,6 +3,8 @@
 Runs:
 - core, reference workload: seed 000's (orders alternate buy and sell, one unit each, at one price,
   so they trade with each other and the book stays small), straight into the engine in batches;
+- core, the same workload with order types mixed in (every 10th order IOC, every 20th FOK, at fixed
+  places), timed in turns with the plain one in the same run so their ratio is fair;
 - core, deep book: a few thousand resting orders over ~400 price levels from 256 sessions, then a
   mix of passive orders, orders that sweep one to several levels, and cancels (FIFO and pro-rata);
 - service: the real ``python -m services.matcher`` process on its own redis-server, a producer
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -32,7 +35,18 @@ from shared import bus, machine, streams
 from shared.bus import id_after
 from shared.config import Instrument
 from shared.redis_server import RedisServer
-from shared.schema import BUY, SELL, CancelOrder, Message, NewOrder, as_wire, decode_batch, encode_batch
+from shared.schema import (
+    BUY,
+    FOK,
+    IOC,
+    SELL,
+    CancelOrder,
+    Message,
+    NewOrder,
+    as_wire,
+    decode_batch,
+    encode_batch,
+)
 
 ACORN = Instrument("ACORN.LAB", 10000, Decimal("0.01"))
 BATCH = 500  # commands per apply_batch in the core runs (what one service read holds, roughly)
@@ -51,6 +65,35 @@ def reference_commands(n: int, sessions: int = 8, gateway: str = "bench") -> lis
         side = BUY if i % 2 == 0 else SELL
         out.append(NewOrder(names[k], f"R{i}", ACORN.symbol, side, ACORN.reference_ticks, 1, 0, gateway,
                             seqs[k], 1_700_000_000_000_000_000 + i))
+    return out
+
+
+def mixed_reference_commands(n: int, sessions: int = 8) -> list[Message]:
+    """The reference workload with 10% IOC and 5% FOK orders (issue 14's mix) at fixed places."""
+    out = reference_commands(n, sessions)
+    for i, cmd in enumerate(out):
+        k = i % 20
+        if k in (3, 13):
+            out[i] = replace(cmd, tif=IOC)  # type: ignore[type-var]
+        elif k == 7:
+            out[i] = replace(cmd, tif=FOK)  # type: ignore[type-var]
+    return out
+
+
+def time_in_turns(instrument: Instrument, workloads: dict[str, list[Message]],
+                  repeat: int) -> dict[str, dict[str, Any]]:
+    """``time_core`` for each workload, one run of each in turn, ``repeat`` times (same conditions)."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in workloads}
+    for _ in range(repeat):
+        for name, cmds in workloads.items():
+            runs[name].append(time_core(instrument, cmds, 0, 1))
+    out = {}
+    for name, rs in runs.items():
+        best = sorted(r["orders_per_s_best"] for r in rs)
+        cpu = sorted(r["orders_per_cpu_s_median"] for r in rs)
+        out[name] = {**rs[0], "repeat": repeat, "orders_per_s_best": best[-1],
+                     "orders_per_s_median": best[len(best) // 2],
+                     "orders_per_cpu_s_median": cpu[len(cpu) // 2]}
     return out
 
 
@@ -243,12 +286,23 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"matcher bench on {result['machine']['cpu_model']}, {result['machine']['logical_cpus']} cpus, "
           f"load {result['machine']['load_average_at_start']}", flush=True)
-    ref = time_core(ACORN, reference_commands(args.orders), 0, args.repeat)
+    turns = time_in_turns(ACORN, {"plain": reference_commands(args.orders),
+                                  "mixed": mixed_reference_commands(args.orders)}, args.repeat)
+    ref, mixed = turns["plain"], turns["mixed"]
     result["core_reference"] = ref
     result["core_reference_orders_per_s"] = ref["orders_per_s_median"]
     print(f"core, reference workload: {ref['orders_per_s_median']:,} orders/s median "
           f"(best {ref['orders_per_s_best']:,}, {ref['orders_per_cpu_s_median']:,} per CPU second; "
           f"target {TARGET_CORE:,})", flush=True)
+    ratios = {k: round(mixed[k] / ref[k], 3)
+              for k in ("orders_per_s_median", "orders_per_s_best", "orders_per_cpu_s_median")}
+    result["core_reference_mixed"] = {**mixed, "mix": "10% IOC, 5% FOK", "ratio_to_plain": ratios}
+    result["core_reference_mixed_orders_per_s"] = mixed["orders_per_s_median"]
+    print(f"core, reference workload with 10% IOC and 5% FOK: {mixed['orders_per_s_median']:,} orders/s "
+          f"median (best {mixed['orders_per_s_best']:,}, {mixed['orders_per_cpu_s_median']:,} per CPU "
+          "second); "
+          f"ratio to the plain workload, same run: {ratios['orders_per_s_median']} median, "
+          f"{ratios['orders_per_cpu_s_median']} per CPU second", flush=True)
     pro_rata = Instrument("ACORN.LAB", 10000, Decimal("0.01"), pro_rata=True)
     for name, inst in (("core_deep_book", ACORN), ("core_deep_book_pro_rata", pro_rata)):
         cmds, start = deep_book_commands(args.orders, inst)
@@ -269,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
               f"target {TARGET_SERVICE:,})", flush=True)
     result["targets"] = {
         "core_reference >= 200,000 orders/s": result["core_reference_orders_per_s"] >= TARGET_CORE,
+        "core_reference_mixed >= 200,000 orders/s":
+            result["core_reference_mixed_orders_per_s"] >= TARGET_CORE,
         "core_deep_book >= 200,000 orders/s": result["core_deep_book_orders_per_s"] >= TARGET_CORE,
     }
     if "service_orders_per_s" in result:
