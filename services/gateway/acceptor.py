@@ -18,6 +18,7 @@ from services.gateway.direct import DirectIntake
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.silence import SilenceWatchdog
+from services.gateway.unsupported import REJECT, as_business_reject
 from shared.clock import now_ns
 from shared.fix.codec import split_fields
 from shared.schema import SessionEnded
@@ -95,8 +96,12 @@ class GatewayApp(fix.Application):
                  counters: Counters, on_logon: Callable[[str], None] | None = None,
                  silence: SilenceWatchdog | None = None,
                  cancel_on_disconnect: Container[str] | None = None,
-                 direct: DirectIntake | None = None) -> None:
+                 direct: DirectIntake | None = None,
+                 fix44_types: Container[str] = frozenset()) -> None:
         super().__init__()
+        # The message types of FIX 4.4: those the acceptor's dictionary leaves out still get the
+        # BusinessMessageReject they got when QuickFIX knew them (see unsupported.py).
+        self.fix44_types = fix44_types
         self.direct = direct  # the light-load shortcut past the publisher (None: always the pipe)
         # The sessions whose resting orders end with them (None: every session).
         self.cancel_on_disconnect = cancel_on_disconnect
@@ -140,10 +145,13 @@ class GatewayApp(fix.Application):
             self._failed("onLogout")
 
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
-        if self.silence is None:
-            return
         try:
-            if message.getHeader().getField(35) == "1":
+            msg_type = message.getHeader().getField(35)
+            if msg_type == REJECT and as_business_reject(message, self.fix44_types):
+                # As fromApp did when the engine passed it such a message: the client was heard.
+                if self.silence is not None and self.silence.waiting:
+                    self.silence.heard(self.registry.comp_of(sid))
+            elif msg_type == "1" and self.silence is not None:
                 test_req_id = message.getField(112) if message.isSetField(112) else ""
                 self.silence.sent_test_request(self.registry.comp_of(sid), test_req_id)
         except Exception:

@@ -51,11 +51,19 @@ class GatewaySettings:
     direct_idle_s: float = 0.00025
     # When the trading day ends (UTC): Day orders still resting are cancelled (services/gateway/endofday.py).
     end_of_day: dt.time = dt.time(21, 0)
+    # The acceptor validates with the exchange's dictionary trimmed to the messages it speaks (N: the
+    # whole of it, ~1 GiB resident for the 344 sessions; benchmarks/gateway_memory.py compares them).
+    trim_dictionary: bool = True
 
     @property
     def dictionary_path(self) -> Path:
         """Where the gateway writes the exchange's dictionary (FIXLAB-FIX44.xml) at start-up."""
         return self.run_dir / "gateway" / self.gateway_id / "FIXLAB-FIX44.xml"
+
+    @property
+    def acceptor_dictionary_path(self) -> Path:
+        """Where the gateway writes what its own sessions validate with: that file, trimmed."""
+        return self.run_dir / "gateway" / self.gateway_id / "FIXLAB-FIX44-acceptor.xml"
 
     @property
     def store_dir(self) -> Path:
@@ -105,5 +113,6 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         # 21:00 UTC is 17:00 in New York in summer: the daily roll of the FX market, after the close of
         # the US and European equity sessions (a lab run from anywhere sees one day end, not several).
         end_of_day=env_time(env, ENV_PREFIX + "END_OF_DAY", "21:00"),
+        trim_dictionary=env_bool(env, ENV_PREFIX + "TRIM_DICTIONARY", True),
         direct_idle_s=env_float(env, ENV_PREFIX + "DIRECT_IDLE_US", 250.0, lo=0.0, hi=1e7) / 1e6,
     )

@@ -13,7 +13,7 @@ from services.gateway.config import GatewaySettings
 from services.gateway.direct import DirectIntake
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
-from services.gateway.inbound import Inbound
+from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.intake import Publisher
 from services.gateway.lab import LabManager
 from services.gateway.outbound import Outbound
@@ -30,13 +30,40 @@ from services.gateway.silence import SilenceWatchdog
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
-from shared.fix.dictionary import DictionaryError, write_exchange_dictionary
+from shared.fix.dictionary import (
+    Dictionary,
+    DictionaryError,
+    load,
+    write_acceptor_dictionary,
+    write_exchange_dictionary,
+)
 from shared.health import HealthReporter
 from shared.schema import SessionEnded
 
 log = logging.getLogger(__name__)
 
 SWEEP_WAIT_S = 10.0
+# What the gateway sends besides the session level: stored, and resent as stored, with the acceptor's
+# dictionary (ExecutionReport, OrderCancelReject, BusinessMessageReject).
+SENT_TYPES = frozenset({"8", "9", "j"})
+
+
+def acceptor_types(dictionary: Dictionary) -> frozenset[str]:
+    """The messages the acceptor's dictionary keeps: session level, the orders handled, what is sent."""
+    session = {t for t, m in dictionary.messages.items() if m.category == "session"}
+    return frozenset(session | HANDLED_TYPES | SENT_TYPES)
+
+
+def resident_mib() -> int:
+    """This process's resident memory (VmRSS), in MiB; 0 where /proc cannot tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 class Gateway:
@@ -54,14 +81,20 @@ class Gateway:
             store_dir.mkdir(parents=True, exist_ok=True)
         # The exchange's own dictionary (FIX44.xml + TrdMatchID in ExecutionReport), derived afresh
         # from the installed file at every start; clients validate what we send with the same file.
+        # The acceptor's sessions validate with that file trimmed to the messages the exchange speaks:
+        # QuickFIX copies the dictionary into each session (the whole file: ~2.4 MiB, ~1 GiB in all).
         try:
             self.dictionary = write_exchange_dictionary(settings.dictionary_path, settings.data_dictionary)
+            exchange = load(str(self.dictionary))
+            self.acceptor_dictionary = (write_acceptor_dictionary(
+                settings.acceptor_dictionary_path, self.dictionary, acceptor_types(exchange))
+                if settings.trim_dictionary else self.dictionary)
         except DictionaryError as exc:
             raise ConfigError(str(exc)) from None
         self.settings_path = base / "acceptor.cfg"
         self.settings_path.write_text(settings_text(
             specs, port=settings.fix_port, host=settings.fix_host,
-            data_dictionary=self.dictionary, store_dir=store_dir))
+            data_dictionary=self.acceptor_dictionary, store_dir=store_dir))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.inbound = Inbound(common.instruments, settings.gateway_id, prefix)  # the acceptor's "busy"
@@ -83,7 +116,7 @@ class Gateway:
                        if settings.direct_idle_s > 0 else None)
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
-                              direct=self.direct)
+                              direct=self.direct, fix44_types=frozenset(exchange.messages))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
                                     settings.gateway_id, self.outbound,
@@ -103,6 +136,7 @@ class Gateway:
         return {
             "fix_port": self.settings.fix_port,
             "sessions_configured": self.session_count,
+            "rss_mib": resident_mib(),
             "sessions_logged_on": len(self.registry.logged_on()),
             "logons": c.logons,
             "orders_in": c.orders_in,

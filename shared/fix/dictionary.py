@@ -10,6 +10,10 @@ byte as QuickFIX installed it:
 
     python -m shared.fix.dictionary --out FIXLAB-FIX44.xml
 
+The acceptor validates with a trimmed copy of it, never published (``acceptor_dictionary``): QuickFIX
+gives each of the gateway's hundreds of sessions its own copy of its dictionary, about 2.4 MiB for the
+whole of FIX 4.4, and 0.35 MiB for only the messages the exchange speaks and the fields they use.
+
 Names: ``load()`` reads a dictionary once into field names, enum meanings, messages and sections,
 so a page names tags exactly as the engines know them.
 """
@@ -23,6 +27,7 @@ import re
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +84,63 @@ def exchange_dictionary(xml: str) -> str:
     return xml[:at] + line + xml[at:]
 
 
+def acceptor_dictionary(xml: str, msg_types: Iterable[str]) -> str:
+    """Return ``xml`` with only the messages ``msg_types`` and what they use, for the acceptor.
+
+    Kept whole: the header, the trailer, each kept message with its components and groups, and every
+    field they list, with its type and enum values, so a kept message validates exactly as with
+    ``xml``. Dropped: the other messages, the components and fields nothing kept uses, and enum
+    descriptions (QuickFIX keeps them only as names; validation never reads them).
+    """
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as exc:
+        raise DictionaryError(f"not a QuickFIX data dictionary: {exc}") from None
+    sections = {name: root.find(name) for name in ("header", "trailer", "messages", "components", "fields")}
+    missing = [name for name, node in sections.items() if node is None]
+    if root.tag != "fix" or missing:
+        raise DictionaryError(f"not a QuickFIX data dictionary: no <fix> root with <{'>, <'.join(missing)}>")
+    messages, components, fields = sections["messages"], sections["components"], sections["fields"]
+    assert messages is not None and components is not None and fields is not None
+    wanted = set(msg_types)
+    present = {m.get("msgtype") for m in messages.iter("message")}
+    if wanted - present:
+        raise DictionaryError(f"the dictionary has no message of type {', '.join(sorted(wanted - present))}")
+    for message in list(messages):
+        if message.get("msgtype") not in wanted:
+            messages.remove(message)
+    by_name = {c.get("name"): c for c in components}
+    used_components: set[str] = set()
+    used_fields: set[str] = set()
+
+    def walk(node: ET.Element) -> None:
+        for child in node:
+            name = child.get("name", "")
+            if child.tag in ("field", "group"):
+                used_fields.add(name)
+            if child.tag == "group":
+                walk(child)
+            elif child.tag == "component" and name not in used_components:
+                if name not in by_name:
+                    raise DictionaryError(f"component {name} is used but not defined")
+                used_components.add(name)
+                walk(by_name[name])
+
+    for section in (sections["header"], sections["trailer"], *messages):
+        assert section is not None
+        walk(section)
+    for component in list(components):
+        if component.get("name") not in used_components:
+            components.remove(component)
+    for definition in list(fields):
+        if definition.get("name") not in used_fields:
+            fields.remove(definition)
+            continue
+        for value in definition:
+            value.attrib.pop("description", None)
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
 def write_exchange_dictionary(dest: Path, source: Path | None = None) -> Path:
     """Derive the exchange's dictionary from ``source`` (default: the installed one) into ``dest``.
 
@@ -90,6 +152,19 @@ def write_exchange_dictionary(dest: Path, source: Path | None = None) -> Path:
         text = exchange_dictionary(source.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DictionaryError(f"cannot read the FIX 4.4 dictionary {source}: {exc.strerror}") from None
+    return _write_if_changed(dest, text)
+
+
+def write_acceptor_dictionary(dest: Path, exchange: Path, msg_types: Iterable[str]) -> Path:
+    """Trim the exchange's dictionary file ``exchange`` to ``msg_types`` into ``dest``."""
+    try:
+        text = acceptor_dictionary(exchange.read_text(encoding="utf-8"), msg_types)
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the exchange's dictionary {exchange}: {exc.strerror}") from None
+    return _write_if_changed(dest, text)
+
+
+def _write_if_changed(dest: Path, text: str) -> Path:
     try:
         if dest.read_text(encoding="utf-8") == text:
             return dest

@@ -12,6 +12,7 @@ import quickfix as fix
 from shared.fix import dictionary
 from shared.fix.dictionary import (
     DictionaryError,
+    acceptor_dictionary,
     exchange_dictionary,
     humanize,
     parse_dictionary,
@@ -149,3 +150,90 @@ def test_the_installed_dictionary_is_named_once() -> None:
     # One path for the file the quickfix package installs: the names and the derivation read it.
     assert dictionary.installed_dictionary().name == "FIX44.xml"
     assert dictionary.load(str(dictionary.installed_dictionary())) == D
+
+
+# ------------------------------------------------------------------ the acceptor's trimmed copy
+
+TRIM = """<fix type='FIX' major='4' minor='4' servicepack='0'>
+ <header><field name='MsgType' required='Y' /></header>
+ <trailer><field name='CheckSum' required='Y' /></trailer>
+ <messages>
+  <message name='Heartbeat' msgtype='0' msgcat='admin'><field name='TestReqID' required='N' /></message>
+  <message name='NewOrderSingle' msgtype='D' msgcat='app'>
+   <field name='ClOrdID' required='Y' />
+   <component name='Instrument' required='Y' />
+  </message>
+  <message name='QuoteRequest' msgtype='R' msgcat='app'>
+   <field name='QuoteReqID' required='Y' />
+   <component name='Parties' required='N' />
+  </message>
+ </messages>
+ <components>
+  <component name='Instrument'>
+   <field name='Symbol' required='Y' />
+   <group name='NoSecurityAltID' required='N'><field name='SecurityAltID' required='N' /></group>
+  </component>
+  <component name='Parties'><field name='PartyID' required='N' /></component>
+ </components>
+ <fields>
+  <field number='35' name='MsgType' type='STRING'><value enum='0' description='HEARTBEAT' /></field>
+  <field number='10' name='CheckSum' type='STRING' />
+  <field number='112' name='TestReqID' type='STRING' />
+  <field number='11' name='ClOrdID' type='STRING' />
+  <field number='55' name='Symbol' type='STRING' />
+  <field number='454' name='NoSecurityAltID' type='NUMINGROUP' />
+  <field number='455' name='SecurityAltID' type='STRING' />
+  <field number='131' name='QuoteReqID' type='STRING' />
+  <field number='448' name='PartyID' type='STRING' />
+  <field number='54' name='Side' type='CHAR'><value enum='1' description='BUY' /></field>
+ </fields>
+</fix>
+"""
+
+
+def test_the_acceptor_copy_keeps_only_the_messages_asked_for_and_what_they_use() -> None:
+    root = ET.fromstring(acceptor_dictionary(TRIM, ["0", "D"]))
+    assert [m.get("msgtype") for m in root.iter("message")] == ["0", "D"]
+    assert [c.get("name") for c in root.find("components") or ()] == ["Instrument"]
+    fields = root.find("fields")
+    assert fields is not None
+    assert [f.get("number") for f in fields] == ["35", "10", "112", "11", "55", "454", "455"]
+    # The kept messages are whole: the component and its group, required flags as they were.
+    (d,) = [m for m in root.iter("message") if m.get("msgtype") == "D"]
+    assert ET.tostring(d) == ET.tostring(ET.fromstring(TRIM).find("messages")[1])  # type: ignore[index]
+    # Enum values stay (validation checks them); their descriptions go (QuickFIX keeps them as names only).
+    (msg_type,) = [f for f in fields if f.get("number") == "35"]
+    assert [v.attrib for v in msg_type] == [{"enum": "0"}]
+
+
+def test_the_acceptor_copy_refuses_a_message_the_dictionary_lacks() -> None:
+    with pytest.raises(DictionaryError, match="no message of type AF"):
+        acceptor_dictionary(TRIM, ["0", "AF"])
+    with pytest.raises(DictionaryError, match="not a QuickFIX data dictionary"):
+        acceptor_dictionary("<fix><fields/></fix>", ["0"])
+
+
+def test_quickfix_validates_a_kept_message_the_same_with_the_acceptor_copy(tmp_path: Path) -> None:
+    whole = exchange_dictionary(dictionary.installed_dictionary().read_text(encoding="utf-8"))
+    kept = ["0", "1", "2", "3", "4", "5", "A", "D", "F", "G", "8", "9", "j"]
+    paths = {}
+    for name, text in (("whole", whole), ("trimmed", acceptor_dictionary(whole, kept))):
+        paths[name] = tmp_path / f"{name}.xml"
+        paths[name].write_text(text)
+    header = "8=FIX.4.4\x019=0\x0135=D\x0134=2\x0149=C\x0152=20240102-10:00:00.000\x0156=FIXLAB\x01"
+    bodies = {
+        "ok": "11=a\x0121=1\x0155=X\x0154=1\x0160=20240102-10:00:00\x0138=1\x0140=2\x0144=1\x01",
+        "enum": "11=a\x0121=1\x0155=X\x0154=Z\x0160=20240102-10:00:00\x0138=1\x0140=2\x0144=1\x01",
+        "missing": "11=a\x0121=1\x0155=X\x0160=20240102-10:00:00\x0138=1\x0140=2\x0144=1\x01",
+        "format": "11=a\x0121=1\x0155=X\x0154=1\x0160=20240102-10:00:00\x0138=x\x0140=2\x0144=1\x01",
+    }
+    for body in bodies.values():
+        outcomes = []
+        for path in paths.values():
+            dd = fix.DataDictionary(str(path))
+            try:
+                dd.validate(fix.Message(header + body + "10=000\x01", dd, False))
+                outcomes.append("valid")
+            except fix.FIXException as exc:
+                outcomes.append(type(exc).__name__)
+        assert outcomes[0] == outcomes[1]
