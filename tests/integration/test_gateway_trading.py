@@ -103,7 +103,7 @@ def test_replace(stack: Stack) -> None:
     ({55: "ELM.LAB"}, "1", "unknown symbol"),  # gateway
     ({44: "100.001"}, "99", "ticks"),  # gateway
     ({40: 1}, "99", "only limit orders"),  # gateway
-    ({59: 3}, "99", "TimeInForce"),  # gateway
+    ({59: 6}, "99", "TimeInForce"),  # gateway: GTD (6) is not offered
     ({38: -5}, "13", "OrderQty 38=-5"),  # gateway
 ])
 def test_each_reject_reason(stack: Stack, fields: dict[int, object], reason: str, text: str) -> None:
