@@ -13,7 +13,6 @@ import argparse
 import itertools
 import logging
 import os
-import signal
 import sys
 import threading
 
@@ -22,6 +21,7 @@ import quickfix as fix
 from services.bench.engine import TransactTime, acceptor_settings
 from shared import logs
 from shared.compids import BENCH_COMP_IDS
+from shared.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = acceptor_settings(args.port, BENCH_COMP_IDS, args.host)
     acceptor = fix.SocketAcceptor(app, fix.MemoryStoreFactory(), settings)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)  # no lock taken in a handler: its main thread waits on this very Event
     try:
         acceptor.start()
     except fix.ConfigError as exc:
