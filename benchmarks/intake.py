@@ -78,7 +78,9 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
             r = redis.Redis.from_url(server.url)
             key = streams.health_key("gateway", "intake")
             stream = streams.orders_stream("0")
-            while not r.exists(key):  # its first health report comes once it listens
+            # Its health report (every 2 s) once nothing of its own waits for the bus: then the
+            # published count holds all of it (the count and the queue come from one report).
+            while r.hget(key, "queue_depth") != b"0":
                 if gw.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"gateway reported no health:\n{log_path.read_text()[-3000:]}")
                 time.sleep(0.05)
