@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 
 from services.web.hub import Hub
 from services.web.lab import Page
+from services.web.origin import origin_allowed
 from services.web.settings import WebSettings
 from shared import health
 from shared.bus import REDIS_ERRORS
@@ -87,6 +88,11 @@ def create_app(settings: WebSettings) -> FastAPI:
 
     @app.websocket("/ws")
     async def ws_endpoint(ws: WebSocket) -> None:
+        if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), settings.origins):
+            hub.counters["origins_refused"] += 1
+            log.warning("WebSocket refused: origin %r is not this page's", ws.headers.get("origin"))
+            await ws.close(REFUSED)  # before accept: the handshake gets HTTP 403
+            return
         address = ws.client.host if ws.client else "unknown"
         refusal = hub.limiter.admit(address)
         await ws.accept()

@@ -267,3 +267,15 @@ def test_redis_outage_is_an_error_on_the_page_then_recovers(fresh_redis: RedisSe
                 r.close()
         finally:
             c.close()
+
+
+def test_a_page_of_another_origin_cannot_open_a_lab_websocket(web: WebProcess) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    with pytest.raises(InvalidStatus) as refused, \
+            connect(web.ws_url, origin="http://evil.example", open_timeout=10):  # type: ignore[arg-type]
+        pass
+    assert refused.value.response.status_code == 403
+    with connect(web.ws_url, origin=f"http://127.0.0.1:{web.port}", open_timeout=10) as own:  # type: ignore[arg-type]
+        assert json.loads(own.recv(timeout=10))["type"] == "hello"
