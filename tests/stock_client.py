@@ -1,0 +1,136 @@
+"""A newcomer's FIX client for tests: QuickFIX with the stock FIX44.xml the quickfix package installs
+and every validation switch on, recording what its engine received and every admin message it sent
+(a session Reject among them is what the exchange must never provoke).
+
+    with stock_sessions(tmp_path, stack.fix_port, ["CLIENT09", "CLIENT10"]) as (a, b):
+        a.send("D", nos("o1", 1, 10, "99.50"))
+        a.client.wait("8", lambda m: m.get(11) == "o1")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import quickfix as fix
+
+from shared.fix.dictionary import installed_dictionary
+from tests.helpers import eventually
+
+SOH = "\x01"
+
+
+def fields_of(raw: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for item in raw.split(SOH):
+        tag, _, value = item.partition("=")
+        if tag.isdigit():
+            out[int(tag)] = value
+    return out
+
+
+class StockClient(fix.Application):
+    """Records what its engine received (admin and app) and every admin message it sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logged_on = threading.Event()
+        self.received: list[dict[int, str]] = []
+        self.sent_admin: list[dict[int, str]] = []
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+
+    def onCreate(self, sid: fix.SessionID) -> None: ...
+    def onLogout(self, sid: fix.SessionID) -> None: ...
+    def toApp(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
+
+    def onLogon(self, sid: fix.SessionID) -> None:
+        self.logged_on.set()
+
+    def _keep(self, into: list[dict[int, str]], msg: fix.Message) -> None:
+        try:
+            with self.lock:
+                into.append(fields_of(msg.toString()))
+        except Exception as exc:  # an exception escaping a callback would end the test process
+            self.errors.append(repr(exc))
+
+    def toAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        self._keep(self.sent_admin, msg)
+
+    def fromAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        self._keep(self.received, msg)
+
+    def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        self._keep(self.received, msg)
+
+    def find(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True
+             ) -> dict[int, str] | None:
+        with self.lock:
+            return next((m for m in self.received if m.get(35) == msg_type and where(m)), None)
+
+    def wait(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True,
+             timeout_s: float = 10.0) -> dict[int, str]:
+        return eventually(lambda: self.find(msg_type, where), timeout=timeout_s, what=f"35={msg_type}")
+
+    def session_rejects(self) -> list[dict[int, str]]:
+        with self.lock:
+            return [m for m in self.sent_admin if m.get(35) == "3"]
+
+
+def stock_settings(path: Path, port: int, comps: list[str]) -> fix.SessionSettings:
+    """QuickFIX's defaults, plus every validation switch on, with the installed FIX44.xml."""
+    sessions = "".join(f"\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID={c}\nTargetCompID=FIXLAB\n"
+                       for c in comps)
+    path.write_text(
+        f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt=1\nReconnectInterval=60\n"
+        f"SocketConnectHost=127.0.0.1\nSocketConnectPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n"
+        f"ResetOnLogon=Y\nUseDataDictionary=Y\nDataDictionary={installed_dictionary()}\n"
+        "ValidateUserDefinedFields=Y\nValidateFieldsOutOfOrder=Y\nValidateFieldsHaveValues=Y\n"
+        "AllowUnknownMsgFields=N\nCheckLatency=N\n" + sessions)
+    return fix.SessionSettings(str(path))
+
+
+def raw(comp: str, body: list[tuple[int, object]], msg_type: str) -> fix.Message:
+    now = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())
+    text = f"8=FIX.4.4{SOH}9=0{SOH}35={msg_type}{SOH}49={comp}{SOH}56=FIXLAB{SOH}52={now}{SOH}"
+    text += "".join(f"{t}={v}{SOH}" for t, v in body) + f"10=000{SOH}"
+    return fix.Message(text, False)
+
+
+def nos(clordid: str, side: int, qty: int, price: str) -> list[tuple[int, object]]:
+    return [(11, clordid), (55, "ACORN.LAB"), (54, side),
+            (60, time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())), (38, qty), (40, 2), (44, price),
+            (59, 0)]
+
+
+class StockSession:
+    """One logged-on session of a stock client: its application, and a way to send on it."""
+
+    def __init__(self, comp: str) -> None:
+        self.comp = comp
+        self.client = StockClient()
+        self.sid = fix.SessionID("FIX.4.4", comp, "FIXLAB")
+
+    def send(self, msg_type: str, body: list[tuple[int, object]]) -> None:
+        assert fix.Session.sendToTarget(raw(self.comp, body, msg_type), self.sid)
+
+
+@contextlib.contextmanager
+def stock_sessions(workdir: Path, port: int, comps: list[str]) -> Iterator[list[StockSession]]:
+    """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out."""
+    sessions = [StockSession(comp) for comp in comps]
+    initiators = [fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
+                                      stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp]))
+                  for s in sessions]
+    for initiator in initiators:
+        initiator.start()
+    try:
+        for s in sessions:
+            assert s.client.logged_on.wait(15), f"{s.comp} did not log on"
+        yield sessions
+    finally:
+        for initiator in initiators:
+            initiator.stop()
