@@ -404,16 +404,18 @@ class Engine:
             owner = maker.owner
             del owner.live[maker.clordid]
             owner.closed[maker.clordid] = ST_CANCELED
-            self._out.append((maker.reply_to, (
-                _CANCELLED, maker.session, maker.clordid, maker.clordid, maker.order_id, symbol, maker.side,
-                maker.price, maker.qty, maker.cum, maker.cost,
-                f"self-trade prevention: cancelled, it would have traded with {t_clordid} of the same "
-                "session",
-                self._exec_id(), ts)))
+            self._cancelled(maker, f"self-trade prevention: cancelled, it would have traded with {t_clordid} "
+                                   "of the same session", ts)
         if run:
             cum, cost = self._emit_fills(t_session, t_clordid, t_oid, symbol, t_side, t_price, t_qty, t_rt,
                                          cum, cost, run, ts)
         return cum, cost, stopper
+
+    def _cancelled(self, order: Order, text: str, ts: int) -> None:
+        """Tell the owner of ``order`` (already out of its book) that it is cancelled, and why."""
+        self._out.append((order.reply_to, (_CANCELLED, order.session, order.clordid, order.clordid,
+                                           order.order_id, order.symbol, order.side, order.price, order.qty,
+                                           order.cum, order.cost, text, self._exec_id(), ts)))
 
     def _reject(self, w: Wire, code: int, text: str) -> None:
         session, clordid, symbol, side, price, qty, reply_to, ts = (w[1], w[2], w[3], w[4], w[5], w[6], w[8],
@@ -607,10 +609,7 @@ class Engine:
             return False
         for order in state.live.values():
             self.books[order.symbol].remove(order)
-            self._out.append((order.reply_to, (_CANCELLED, order.session, order.clordid, order.clordid,
-                                               order.order_id, order.symbol, order.side, order.price,
-                                               order.qty, order.cum, order.cost, "session ended",
-                                               self._exec_id(), ts)))
+            self._cancelled(order, "session ended", ts)
             self._dirty[order.symbol] = ts
         return False
 
@@ -629,10 +628,7 @@ class Engine:
             state = order.owner
             del state.live[order.clordid]
             state.closed[order.clordid] = ST_CANCELED
-            self._out.append((order.reply_to, (_CANCELLED, order.session, order.clordid, order.clordid,
-                                               order.order_id, order.symbol, order.side, order.price,
-                                               order.qty, order.cum, order.cost, "end of day",
-                                               self._exec_id(), ts)))
+            self._cancelled(order, "end of day", ts)
             self._dirty[order.symbol] = ts
         return False
 
