@@ -91,12 +91,16 @@ class IntakeLoop:
         # put on the bus (records it was handed again because it died before reporting them done).
         self.skip_upto: int | None = None
         self.backlog: deque[tuple[int, Sequence[Any] | None]] = deque()  # None: unreadable, kept for order
-        self.waiting = 0  # records in the backlog and the batch in hand, unreadable ones excepted
         self.batch: list[tuple[int, Sequence[Any]]] | None = None  # (number, record)
         self.batch_last = 0
         self.errors = 0
         self._reported: tuple[int, ...] = ()
         self._reported_at = time.monotonic()
+
+    @property
+    def waiting(self) -> int:
+        """Records read, not yet on the bus: the backlog (unreadable ones excepted), the batch in hand."""
+        return sum(record is not None for _n, record in self.backlog) + len(self.batch or ())
 
     # ------------------------------------------------------------------ records in
 
@@ -108,8 +112,6 @@ class IntakeLoop:
             self.received += 1
             record = self.record(kind, payload, ts)
             self.backlog.append((self.received, record))
-            if record is not None:
-                self.waiting += 1
         return rest
 
     def record(self, kind: int, payload: bytes, ts: int) -> tuple[Any, ...] | None:
@@ -143,13 +145,11 @@ class IntakeLoop:
             self.batch_last = number
             if record is None:
                 continue
-            self.waiting -= 1
             if number > skip:
                 batch.append((number, record))
         if self.batch_last == self.done:
             return False
         self.batch = batch
-        self.waiting += len(batch)
         return True
 
     def publish(self) -> bool:
@@ -163,12 +163,9 @@ class IntakeLoop:
                 return False
             self.skip_upto = int(raw) if raw else 0
             log.info("publisher started at record %d; %d already on the bus", self.first, self.skip_upto)
-            kept = [(n, r) for n, r in self.batch if n > self.skip_upto]
-            self.waiting -= len(self.batch) - len(kept)
-            self.batch = kept
+            self.batch = [(n, r) for n, r in self.batch if n > self.skip_upto]
         if self.batch and not self.publisher.publish([r for _n, r in self.batch], self.batch_last):
             return False
-        self.waiting -= len(self.batch)
         self.batch = None
         self.done = self.batch_last
         return True
