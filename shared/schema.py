@@ -149,7 +149,55 @@ class EndOfDay(Message):
     ts: int
 
 
-Command = NewOrder | CancelOrder | ReplaceOrder | SessionEnded | EndOfDay
+@_register(7)
+@dataclass(frozen=True, slots=True)
+class StatusRequest(Message):
+    """OrderStatusRequest (35=H): the matcher answers with a StatusReport (ExecType I)."""
+
+    session: str
+    clordid: str  # ClOrdID (11) of the order asked about
+    order_id: str  # OrderID (37) when the client gave one, else ""
+    symbol: str
+    side: int
+    req_id: str  # OrdStatusReqID (790), echoed, or ""
+    reply_to: str
+    seq: int
+    ts: int
+
+
+# MassCancelRequestType (530) values the exchange takes; "by side" is type 7 with a Side (54).
+MASS_CANCEL_SYMBOL = 1
+MASS_CANCEL_ALL = 7
+
+
+@_register(8)
+@dataclass(frozen=True, slots=True)
+class MassCancel(Message):
+    """OrderMassCancelRequest (35=q): cancel the session's resting orders, all or of one symbol,
+    optionally of one side. Answered with a MassCancelReport, then a Cancelled event per order."""
+
+    session: str
+    clordid: str  # the request's own ClOrdID (11)
+    request_type: int  # MASS_CANCEL_SYMBOL or MASS_CANCEL_ALL
+    symbol: str  # "" for MASS_CANCEL_ALL
+    side: int  # 0: both sides
+    reply_to: str
+    seq: int
+    ts: int
+
+
+@_register(9)
+@dataclass(frozen=True, slots=True)
+class ImageRequest(Message):
+    """A gateway asks for a BookImage of every book of the shard, on the market stream, in order
+    with the BookUpdates around it (so a market-data mirror starts exactly where the books are)."""
+
+    reply_to: str
+    ts: int
+
+
+Command = (NewOrder | CancelOrder | ReplaceOrder | SessionEnded | EndOfDay | StatusRequest | MassCancel
+           | ImageRequest)
 
 
 # --------------------------------------------------------------------------- events (to gateways)
@@ -257,7 +305,51 @@ class CancelRejected(Message):
     ts: int
 
 
-OrderEvent = Accepted | Rejected | Filled | Cancelled | Replaced | CancelRejected
+@_register(27)
+@dataclass(frozen=True, slots=True)
+class StatusReport(Message):
+    """The answer to a StatusRequest: an ExecutionReport with ExecType I (order status).
+
+    ``status`` is the OrdStatus (39); 8 (rejected) with ``text`` when the order is unknown (FIX 4.4).
+    """
+
+    session: str
+    clordid: str
+    order_id: str  # "NONE" when unknown
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    cum_qty: int
+    leaves_qty: int
+    cum_cost: int
+    status: int
+    text: str
+    req_id: str
+    exec_id: str
+    ts: int
+
+
+@_register(28)
+@dataclass(frozen=True, slots=True)
+class MassCancelReport(Message):
+    """OrderMassCancelReport (35=r): sent before the Cancelled events of the orders it cancelled."""
+
+    session: str
+    clordid: str
+    order_id: str  # the exchange's id for the request (37)
+    request_type: int  # 530
+    response: int  # MassCancelResponse (531): 0 rejected, else the request type
+    reject_reason: int  # MassCancelRejectReason (532), used when response is 0
+    affected: int  # TotalAffectedOrders (533)
+    symbol: str
+    side: int
+    text: str
+    ts: int
+
+
+OrderEvent = (Accepted | Rejected | Filled | Cancelled | Replaced | CancelRejected | StatusReport
+              | MassCancelReport)
 
 
 # --------------------------------------------------------------------------- market data (to web)
@@ -296,9 +388,32 @@ class Depth(Message):
     ts: int
 
 
+@_register(42)
+@dataclass(frozen=True, slots=True)
+class BookUpdate(Message):
+    """The price levels of one book that changed in one matcher batch, at their new state:
+    ((side, price, qty, orders), ...); qty 0 means the level is gone. After the batch's Trades."""
+
+    symbol: str
+    changes: tuple[tuple[int, int, int, int], ...]
+    ts: int
+
+
+@_register(43)
+@dataclass(frozen=True, slots=True)
+class BookImage(Message):
+    """A whole book, every level ((price, qty, orders), ...) best first, answering an ImageRequest."""
+
+    symbol: str
+    bids: tuple[tuple[int, int, int], ...]
+    asks: tuple[tuple[int, int, int], ...]
+    ts: int
+
+
 # --------------------------------------------------------------------------- lab sessions (web <-> gateway)
 
-LAB_OPS = ("order", "cancel", "replace", "drop_next", "silent", "talk", "logout")
+LAB_OPS = ("order", "cancel", "replace", "drop_next", "silent", "talk", "logout", "status", "mass_cancel",
+           "md_subscribe", "md_unsubscribe", "stp")
 
 
 @_register(60)
@@ -316,7 +431,9 @@ class LabStart(Message):
 class LabCommand(Message):
     """A visitor's command for their session: ``op`` is one of LAB_OPS.
 
-    ``price`` is the decimal string the visitor typed (it goes into tag 44 as it is).
+    ``price`` is the decimal string the visitor typed (it goes into tag 44 as it is). ``tif`` is
+    the order's TimeInForce (59); ``value`` an op's own argument (the self-trade prevention mode for
+    "stp", the MarketDepth for "md_subscribe").
     """
 
     lab_id: str
@@ -327,6 +444,8 @@ class LabCommand(Message):
     qty: int = 0
     orig_clordid: str = ""
     ts: int = 0
+    tif: int = 0
+    value: str = ""
 
 
 @_register(62)

@@ -31,7 +31,7 @@ def events_stream(gateway_id: str) -> str:
     return f"{PREFIX}:{{gw-{gateway_id}}}:events"
 
 
-MARKET_STREAM = f"{PREFIX}:market"  # Trade and Depth events, for the web page
+MARKET_STREAM = f"{PREFIX}:market"  # Trade, Depth (web page), BookUpdate and BookImage (gateways' market data)
 LAB_START_STREAM = f"{PREFIX}:lab:start"  # LabStart: any gateway (group GATEWAY_GROUP) takes it
 
 
