@@ -17,6 +17,7 @@ import quickfix as fix
 from services.gateway.direct import DirectIntake
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound
+from services.gateway.securities import SECURITY_LIST_REQUEST, SecurityLists
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.unsupported import REJECT, as_business_reject
 from shared.clock import now_ns
@@ -107,6 +108,8 @@ class GatewayApp(fix.Application):
         self.cancel_on_disconnect = cancel_on_disconnect
         self.silence = silence
         self.inbound = inbound
+        # SecurityListRequest is answered here, at once, from the configuration (no matcher involved).
+        self.securities = SecurityLists(inbound.instruments.values(), inbound.id_prefix + "-SL")
         self.handoff = handoff
         self.registry = registry
         self.counters = counters
@@ -190,6 +193,12 @@ class GatewayApp(fix.Application):
                 self.silence.heard(self.registry.comp_of(sid))
             except Exception:
                 self._failed("fromApp")
+        if msg_type == SECURITY_LIST_REQUEST:
+            try:
+                self.registry.send(self.registry.comp_of(sid), self.securities.answer(split_fields(raw)))
+            except Exception:
+                self._failed("fromApp")
+            return
         if msg_type not in HANDLED_TYPES:
             # The engine answers with its own BusinessMessageReject (380=3).
             raise fix.UnsupportedMessageType()

@@ -2,9 +2,15 @@
 
 The text of an application message (``message.toString()``) is split into a dict of tag -> value
 strings by ``shared.fix.codec.split_fields``, then turned into a bus command, or into the gateway's
-own refusal (a rejected ExecutionReport or an OrderCancelReject, from tag 35 on) when the order can
-never be valid here (not a limit order, a price off the tick grid, an unknown TIF...). The refusal
-echoes what the client sent, as text, even where it is not valid here, so the client can match it.
+own refusal (a rejected ExecutionReport, an OrderCancelReject or an OrderMassCancelReport, from tag
+35 on) when the request can never be valid here (not a limit order, a price off the tick grid, an
+unknown TIF or symbol, a mass cancel type not offered...). The refusal echoes what the client sent,
+as text, even where it is not valid here, so the client can match it.
+
+Messages: NewOrderSingle (D), OrderCancelRequest (F), OrderCancelReplaceRequest (G), and
+OrderStatusRequest (H) -> StatusRequest, OrderMassCancelRequest (q) -> MassCancel: like orders, they
+go to the shard of their symbol, except a mass cancel of every order (530=7), which goes to every
+shard (the intake routes a command with no symbol to all of them).
 Prices on the wire are decimals; inside they are integer ticks, converted with Decimal, never float.
 """
 
@@ -26,6 +32,8 @@ from shared.schema import (
     FOK,
     GTC,
     IOC,
+    MASS_CANCEL_ALL,
+    MASS_CANCEL_SYMBOL,
     REJ_INCORRECT_QUANTITY,
     REJ_OTHER,
     REJ_UNKNOWN_SYMBOL,
@@ -34,16 +42,27 @@ from shared.schema import (
     SELL,
     STP_OFF,
     CancelOrder,
-    Command,
+    MassCancel,
     NewOrder,
     ReplaceOrder,
+    StatusRequest,
 )
 
 NEW_ORDER = "D"
 CANCEL = "F"
 REPLACE = "G"
-HANDLED_TYPES = frozenset((NEW_ORDER, CANCEL, REPLACE))
+STATUS = "H"
+MASS_CANCEL = "q"
+HANDLED_TYPES = frozenset((NEW_ORDER, CANCEL, REPLACE, STATUS, MASS_CANCEL))
 NO_ORDER_ID = "NONE"
+STATUS_EXEC_ID = "0"  # FIX 4.4: ExecID is 0 on an ExecutionReport of ExecType I (order status)
+REJ_UNKNOWN_ORDER = 5  # OrdRejReason
+# MassCancelRejectReason (532) values the gateway's refusals use.
+MASS_REJ_UNKNOWN_SECURITY = 1
+MASS_REJ_OTHER = 99
+
+# What a received message becomes on the bus: each names its symbol ("" for every symbol).
+Translated = NewOrder | CancelOrder | ReplaceOrder | StatusRequest | MassCancel
 
 _SIDES = {"1": BUY, "2": SELL}
 _TIFS = {"0": DAY, "1": GTC, "3": IOC, "4": FOK}
@@ -79,7 +98,7 @@ class Inbound:
         self._exec_ids = itertools.count(1)  # next() is atomic under the GIL: two threads use it
         self._ticks_cache: dict[tuple[str, str], int | str] = {}
 
-    def command(self, msg_type: str, f: dict[str, str], ts: int) -> Command | Refusal:
+    def command(self, msg_type: str, f: dict[str, str], ts: int) -> Translated | Refusal:
         """Translate one application message (fields from ``shared.fix.codec.split_fields``)."""
         session = f.get("49", "")
         if msg_type == NEW_ORDER:
@@ -88,6 +107,10 @@ class Inbound:
             return self._cancel(session, f, ts)
         if msg_type == REPLACE:
             return self._replace(session, f, ts)
+        if msg_type == STATUS:
+            return self._status(session, f, ts)
+        if msg_type == MASS_CANCEL:
+            return self._mass_cancel(session, f, ts)
         raise ValueError(f"MsgType {msg_type!r} is not an order message")
 
     def _new_order(self, session: str, f: dict[str, str], ts: int) -> NewOrder | Refusal:
@@ -189,11 +212,53 @@ class Inbound:
         return ReplaceOrder(session, f.get("11", ""), f.get("41", ""), symbol, side, price, qty,
                             self.reply_to, _seq(f), ts)
 
+    def _status(self, session: str, f: dict[str, str], ts: int) -> StatusRequest | Refusal:
+        symbol = f.get("55", "")
+        side_raw = f.get("54", "")
+        side = _SIDES.get(side_raw)
+        if symbol not in self.instruments:
+            known = ", ".join(self.instruments)
+            problem = (f"unknown symbol {symbol!r}: this exchange trades {known}" if symbol else
+                       f"an OrderStatusRequest needs a Symbol (55): this exchange trades {known}")
+            return Refusal(session, self._status_body(f, REJ_UNKNOWN_SYMBOL, problem, ts), problem)
+        if side is None:
+            problem = f"Side 54={side_raw} is not supported: use 1 (Buy) or 2 (Sell)"
+            return Refusal(session, self._status_body(f, REJ_OTHER, problem, ts), problem)
+        return StatusRequest(session, f.get("11", ""), f.get("37", ""), symbol, side, f.get("790", ""),
+                             self.reply_to, _seq(f), ts)
+
+    def _mass_cancel(self, session: str, f: dict[str, str], ts: int) -> MassCancel | Refusal:
+        kind = f.get("530", "")
+        symbol = f.get("55", "")
+        side_raw = f.get("54")
+        side = 0 if side_raw is None else _SIDES.get(side_raw)
+        problem, reason = None, MASS_REJ_OTHER
+        if kind == str(MASS_CANCEL_SYMBOL):
+            if symbol not in self.instruments:
+                reason = MASS_REJ_UNKNOWN_SECURITY
+                problem = (f"unknown symbol {symbol!r}: this exchange trades {', '.join(self.instruments)}"
+                           if symbol else "MassCancelRequestType 530=1 needs a Symbol (55)")
+        elif kind == str(MASS_CANCEL_ALL):
+            symbol = ""  # every order of the session, whatever instrument the request names
+        else:
+            problem = (f"MassCancelRequestType 530={kind} is not supported: use 1 (one symbol, with 55) "
+                       "or 7 (all orders), each with Side (54) to cancel one side only")
+        if problem is None and side is None:
+            problem = f"Side 54={side_raw} is not supported: use 1 (Buy) or 2 (Sell), or leave it out"
+        if problem is not None:
+            return Refusal(session, self.mass_cancel_refusal_body(f, reason, problem, ts), problem)
+        assert side is not None
+        return MassCancel(session, f.get("11", ""), int(kind), symbol, side, self.reply_to, _seq(f), ts)
+
     def refusal(self, msg_type: str, f: dict[str, str], text: str, ts: int) -> Refusal:
         """The gateway's own refusal of an order message (e.g. when its queue is full)."""
         session = f.get("49", "")
         if msg_type == NEW_ORDER:
             return Refusal(session, self._reject_body(f, REJ_OTHER, text, ts), text)
+        if msg_type == STATUS:
+            return Refusal(session, self._status_body(f, REJ_OTHER, text, ts), text)
+        if msg_type == MASS_CANCEL:
+            return Refusal(session, self.mass_cancel_refusal_body(f, MASS_REJ_OTHER, text, ts), text)
         response_to = RESPONSE_TO_CANCEL if msg_type == CANCEL else RESPONSE_TO_REPLACE
         return Refusal(session, self._cancel_reject_body(f, response_to, CXL_OTHER, text, ts), text)
 
@@ -221,6 +286,30 @@ class Inbound:
         if px is not None:
             parts.append("44=" + px)
         parts += ["151=0", "14=0", "6=0", "60=" + self._time(ts), "58=" + clean_text(text), f"103={reason}"]
+        return SOH.join(parts) + SOH
+
+    def _status_body(self, f: dict[str, str], reason: int, text: str, ts: int) -> str:
+        """An order status ExecutionReport (150=I) saying the request cannot be answered: 39=8."""
+        parts = ["35=8", "37=" + (f.get("37") or NO_ORDER_ID), "17=" + STATUS_EXEC_ID,
+                 "11=" + f.get("11", "NONE"), "150=I", "39=8", "55=" + (f.get("55") or "NONE"),
+                 "54=" + f.get("54", "1"), "151=0", "14=0", "6=0", "60=" + self._time(ts),
+                 "58=" + clean_text(text), f"103={reason}"]
+        req_id = f.get("790")
+        if req_id:
+            parts.append("790=" + req_id)
+        return SOH.join(parts) + SOH
+
+    def mass_cancel_refusal_body(self, f: dict[str, str], reason: int, text: str, ts: int) -> str:
+        """An OrderMassCancelReport (35=r) refusing the request: 531=0 with 532 and Text."""
+        parts = ["35=r", "11=" + f.get("11", "NONE"), "37=" + NO_ORDER_ID, "530=" + (f.get("530") or "7"),
+                 "531=0", f"532={reason}", "533=0"]
+        symbol = f.get("55")
+        if symbol:
+            parts.append("55=" + symbol)
+        side = f.get("54")
+        if side:
+            parts.append("54=" + side)
+        parts += ["60=" + self._time(ts), "58=" + clean_text(text)]
         return SOH.join(parts) + SOH
 
     def _cancel_reject_body(self, f: dict[str, str], response_to: int, reason: int, text: str,

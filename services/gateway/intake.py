@@ -58,7 +58,8 @@ class Publisher:
         """Commands in wire form by orders stream, in arrival order, and how many there are.
 
         Received messages are translated here; a refusal becomes a ``Refused`` event on this
-        gateway's events stream. SessionEnded and EndOfDay go to every shard.
+        gateway's events stream. SessionEnded, EndOfDay and a MassCancel of every order go to every
+        shard.
         """
         out: dict[str, list[Wire]] = {}
         stream_of = self.stream_of
@@ -80,7 +81,8 @@ class Publisher:
                         as_wire(Refused(cmd.session, cmd.body, record[1])))  # type: ignore[arg-type]
                     continue
                 wire = as_wire(cmd)
-                symbol = None if isinstance(cmd, (SessionEnded, EndOfDay)) else cmd.symbol
+                # No symbol (a mass cancel of every order, 530=7): every shard holds some of them.
+                symbol = cmd.symbol or None
             elif first in EVERY_SHARD:
                 wire = tuple(record)
                 symbol = None

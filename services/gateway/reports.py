@@ -23,7 +23,7 @@ import threading
 import redis
 
 from services.gateway.acceptor import Counters, SessionRegistry
-from services.gateway.outbound import Outbound
+from services.gateway.outbound import MassCancelJoin, Outbound
 from shared import streams
 from shared.bus import Entry, LeanStreamConsumer
 from shared.resp import RespConnection
@@ -40,6 +40,8 @@ class ReportSender:
         self.consumer = LeanStreamConsumer(r, conn, streams.events_stream(gateway_id), streams.GATEWAY_GROUP,
                                            gateway_id, count=count, block_ms=block_ms, maxlen=maxlen)
         self.outbound = outbound
+        # A mass cancel of every order is answered by each shard: one OrderMassCancelReport goes out.
+        self.join = MassCancelJoin(outbound.shards)
         self.registry = registry
         self.counters = counters
         self._stop = threading.Event()
@@ -58,8 +60,9 @@ class ReportSender:
         report = self.outbound.report
         send = self.registry.send
         counters = self.counters
+        join = self.join.feed
         for _entry_id, msgs in batch:
-            for ev in msgs:
+            for ev in join(msgs):
                 try:
                     body = report(ev)
                     if send(ev.session, body):  # type: ignore[attr-defined]

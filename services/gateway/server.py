@@ -31,6 +31,7 @@ from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
 from shared.fix.dictionary import (
+    EXCHANGE_MESSAGES,
     Dictionary,
     DictionaryError,
     load,
@@ -49,9 +50,9 @@ SENT_TYPES = frozenset({"8", "9", "j"})
 
 
 def acceptor_types(dictionary: Dictionary) -> frozenset[str]:
-    """The messages the acceptor's dictionary keeps: session level, the orders handled, what is sent."""
+    """The messages the acceptor's dictionary keeps: session level, what is handled, what is sent."""
     session = {t for t, m in dictionary.messages.items() if m.category == "session"}
-    return frozenset(session | HANDLED_TYPES | SENT_TYPES)
+    return frozenset(session | HANDLED_TYPES | SENT_TYPES | EXCHANGE_MESSAGES)
 
 
 def resident_mib() -> int:
