@@ -200,6 +200,17 @@ Command = (NewOrder | CancelOrder | ReplaceOrder | SessionEnded | EndOfDay | Sta
            | ImageRequest)
 
 
+@_register(10)
+@dataclass(frozen=True, slots=True)
+class StpSetting(Message):
+    """A session's self-trade prevention changed (the lab page): the gateway's record to its own intake
+    publisher, which applies it to the orders after it. Never on the bus."""
+
+    session: str
+    stp: int  # STP_*
+    ts: int
+
+
 # --------------------------------------------------------------------------- events (to gateways)
 # Every order event carries the order's whole state so the gateway can write a complete
 # ExecutionReport without remembering anything: cum_cost is sum(fill price ticks * fill qty),

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.gateway.records import command_record, fix_record
-from shared.schema import Command
+from shared.schema import Command, StpSetting
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,9 @@ class Handoff:
             self._pending.append(record)
         return True
 
-    def send_command(self, cmd: Command) -> None:
-        """Hand over a command that must not be refused (SessionEnded), after what came before it."""
+    def send_command(self, cmd: Command | StpSetting) -> None:
+        """Hand over a command that must not be refused (SessionEnded, a setting), after what came
+        before it."""
         record = command_record(cmd)
         with self._lock:
             self._write(record, wait=True)

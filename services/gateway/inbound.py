@@ -98,6 +98,11 @@ class Inbound:
         self._exec_ids = itertools.count(1)  # next() is atomic under the GIL: two threads use it
         self._ticks_cache: dict[tuple[str, str], int | str] = {}
 
+    def set_stp(self, session: str, mode: int) -> None:
+        """Change a session's self-trade prevention for the orders translated from now on."""
+        # A new mapping, swapped in whole: the engine thread may be reading the old one.
+        self.stp = {**self.stp, session: mode}
+
     def command(self, msg_type: str, f: dict[str, str], ts: int) -> Translated | Refusal:
         """Translate one application message (fields from ``shared.fix.codec.split_fields``)."""
         session = f.get("49", "")

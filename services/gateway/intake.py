@@ -22,7 +22,7 @@ from services.gateway.resp import RespConnection
 from shared import streams
 from shared.config import Instrument
 from shared.fix.codec import split_fields
-from shared.schema import EndOfDay, Refused, SessionEnded, as_wire, encode_wire_batch
+from shared.schema import EndOfDay, Refused, SessionEnded, StpSetting, as_wire, encode_wire_batch
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,10 @@ class Publisher:
                 wire = as_wire(cmd)
                 # No symbol (a mass cancel of every order, 530=7): every shard holds some of them.
                 symbol = cmd.symbol or None
+            elif first == StpSetting.CODE:
+                # A setting for what follows, not a command: applied here, in order, never published.
+                self.inbound.set_stp(record[1], record[2])  # type: ignore[arg-type]
+                continue
             elif first in EVERY_SHARD:
                 wire = tuple(record)
                 symbol = None

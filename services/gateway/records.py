@@ -1,7 +1,8 @@
 """The intake pipe's records, acceptor -> publisher: a kind byte, a 4-byte length, the payload.
 
 - ``F``: a received order message, the bytes QuickFIX had (the publisher translates it);
-- ``C``: a command the gateway makes itself (SessionEnded, EndOfDay), in the schema's encoding.
+- ``C``: a command the gateway makes itself (SessionEnded, EndOfDay), in the schema's encoding; also
+  a setting for the publisher itself (StpSetting), applied in order with the orders around it.
 
 Each record is its own kind, so neither end parses FIX to find where a record ends, and a command is
 never dressed up as a FIX message. Pure, no I/O: the acceptor writes ``fix_record`` and
@@ -10,7 +11,7 @@ never dressed up as a FIX message. Pure, no I/O: the acceptor writes ``fix_recor
 
 from __future__ import annotations
 
-from shared.schema import Command, encode
+from shared.schema import Command, StpSetting, encode
 
 FIX = ord("F")
 COMMAND = ord("C")
@@ -27,7 +28,7 @@ def fix_record(raw: bytes) -> bytes:
     return b"F" + len(raw).to_bytes(4, "big") + raw
 
 
-def command_record(cmd: Command) -> bytes:
+def command_record(cmd: Command | StpSetting) -> bytes:
     """A command of the gateway's own as a record."""
     body = encode(cmd)
     return b"C" + len(body).to_bytes(4, "big") + body

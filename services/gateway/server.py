@@ -16,6 +16,7 @@ from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.intake import Publisher
 from services.gateway.lab import LabManager
+from services.gateway.lab.session import SetStp
 from services.gateway.outbound import Outbound
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
@@ -39,7 +40,7 @@ from shared.fix.dictionary import (
     write_exchange_dictionary,
 )
 from shared.health import HealthReporter
-from shared.schema import SessionEnded
+from shared.schema import STP_OFF, SessionEnded, StpSetting
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class Gateway:
         self.handoff = Handoff(prefix, max_pending=settings.queue_max)
         self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
         self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
+        self.stp_configured = stp_modes(specs)  # the sessions file's; the lab page changes its own
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
         # thread), the same Publisher as the publisher process, no done count (no records).
         self.direct = (DirectIntake(Publisher(RespConnection(common.redis_url, timeout_s=0.2),
@@ -166,9 +168,19 @@ class Gateway:
         log.info("FIX acceptor listening on %s:%d (%d sessions, SenderCompID FIXLAB)",
                  self.settings.fix_host, self.settings.fix_port, self.session_count)
         if self.settings.labs:
-            self.labs = start_labs(self.settings)
+            self.labs = start_labs(self.settings, self.set_stp)
         self.health.start()
         return self
+
+    def set_stp(self, session: str, mode: int | None) -> None:
+        """Set a session's self-trade prevention where its orders are translated: the publisher
+        process (a record on the pipe, in order with the orders before it) and the engine thread's
+        shortcut. ``None`` puts back the sessions file's mode. (A publisher restarted after a crash
+        starts again from the sessions file.)"""
+        value = self.stp_configured.get(session, STP_OFF) if mode is None else mode
+        self.handoff.send_command(StpSetting(session, value, now_ns()))
+        if self.direct is not None:
+            self.direct.publisher.inbound.set_stp(session, value)
 
     def end_sessions_left_open(self) -> None:
         """End every CancelOnDisconnect session, before any Logon: what a previous life left resting.
@@ -207,10 +219,11 @@ class Gateway:
                  self.handoff.stats.published, self.counters.reports_out)
 
 
-def start_labs(settings: GatewaySettings) -> LabManager | None:
+def start_labs(settings: GatewaySettings, set_stp: SetStp | None = None) -> LabManager | None:
     """Start the lab manager; a failure leaves the acceptor running without labs."""
     try:
-        manager = LabManager(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port)
+        manager = LabManager(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port,
+                             set_stp=set_stp)
         manager.start()
     except Exception:
         log.exception("lab manager failed to start; the acceptor runs without labs")

@@ -10,20 +10,32 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-OPS = ("logon", "order", "cancel", "replace", "drop_next", "silent", "talk", "logout", "ping")
+OPS = ("logon", "order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe",
+       "stp", "drop_next", "silent", "talk", "logout", "ping")
 
 _SYMBOL = re.compile(r"^[A-Z][A-Z0-9.]{0,15}$")
 _PRICE = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,8})?$")
 _CLORDID = re.compile(r"^[\x21-\x7e]{1,64}$")  # printable ASCII, no SOH or spaces
 MAX_QTY = 1_000_000_000
 SIDES = {"buy": 1, "sell": 2}
+# TimeInForce (59): the page's names and the FIX values themselves.
+TIFS = {"day": 0, "gtc": 1, "ioc": 3, "fok": 4}
+# Self-trade prevention modes (shared.schema STP_*), by the names the page uses.
+STP_MODES = {"off": 0, "cancel_resting": 1, "cancel_aggressor": 2, "cancel_both": 3}
+MAX_DEPTH = 100  # MarketDepth (264) a page may ask for; 0 is the whole book
 
 # Which keys each op takes, and which it needs (the schema documented in docs/websocket.md).
 _KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "logon": (frozenset(), frozenset()),
-    "order": (frozenset({"symbol", "side", "price", "qty"}), frozenset({"symbol", "side", "price", "qty"})),
+    "order": (frozenset({"symbol", "side", "price", "qty", "tif"}),
+              frozenset({"symbol", "side", "price", "qty"})),
     "cancel": (frozenset({"clordid"}), frozenset({"clordid"})),
     "replace": (frozenset({"clordid", "price", "qty"}), frozenset({"clordid", "price", "qty"})),
+    "status": (frozenset({"clordid"}), frozenset({"clordid"})),
+    "mass_cancel": (frozenset({"symbol"}), frozenset()),
+    "md_subscribe": (frozenset({"symbol", "depth"}), frozenset({"symbol"})),
+    "md_unsubscribe": (frozenset({"symbol"}), frozenset({"symbol"})),
+    "stp": (frozenset({"mode"}), frozenset({"mode"})),
     "drop_next": (frozenset(), frozenset()),
     "silent": (frozenset(), frozenset()),
     "talk": (frozenset(), frozenset()),
@@ -45,6 +57,8 @@ class Command:
     price: str = ""
     qty: int = 0
     clordid: str = ""
+    tif: int = 0  # TimeInForce (59) of an order
+    value: str = ""  # the op's own argument: MarketDepth for md_subscribe, the mode number for stp
 
 
 def _short(value: Any) -> str:
@@ -71,6 +85,35 @@ def _price(value: Any) -> str:
     if not _PRICE.match(text):
         raise CommandError(f"price must be a positive decimal like 100.25, not {_short(value)}")
     return text
+
+
+def _symbol(value: Any) -> str:
+    if not isinstance(value, str) or not _SYMBOL.match(value):
+        raise CommandError(f"symbol must be an instrument like ACORN.LAB, not {_short(value)}")
+    return value
+
+
+def _tif(value: Any) -> int:
+    if isinstance(value, str) and value.strip().lower() in TIFS:
+        return TIFS[value.strip().lower()]
+    if isinstance(value, str | int) and not isinstance(value, bool) \
+            and str(value).strip() in ("0", "1", "3", "4"):
+        return int(str(value).strip())
+    raise CommandError(f"tif must be one of day, gtc, ioc, fok (TimeInForce 0, 1, 3, 4), not {_short(value)}")
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit() \
+            or int(str(value).strip()) > MAX_DEPTH:
+        raise CommandError(f"depth must be a whole number from 0 (the whole book) to {MAX_DEPTH}, "
+                           f"not {_short(value)}")
+    return int(str(value).strip())
+
+
+def _clordid(value: Any) -> str:
+    if not isinstance(value, str) or not _CLORDID.match(value):
+        raise CommandError(f"clordid must be one of your orders' ClOrdIDs, not {_short(value)}")
+    return value
 
 
 def parse_command(text: str | bytes, max_bytes: int) -> Command:
@@ -100,19 +143,27 @@ def parse_command(text: str | bytes, max_bytes: int) -> Command:
         raise CommandError(f"{op} needs {', '.join(sorted(missing))}")
     cmd_id = None if cid is None else str(cid)
     if op == "order":
-        symbol = obj["symbol"]
-        if not isinstance(symbol, str) or not _SYMBOL.match(symbol):
-            raise CommandError(f"symbol must be an instrument like ACORN.LAB, not {_short(symbol)}")
+        symbol = _symbol(obj["symbol"])
         side = obj["side"]
-        if side not in SIDES:
+        if not isinstance(side, str) or side not in SIDES:
             raise CommandError(f"side must be \"buy\" or \"sell\", not {_short(side)}")
         return Command(op, cmd_id, symbol=symbol, side=SIDES[side], price=_price(obj["price"]),
-                       qty=_qty(obj["qty"]))
-    if op in ("cancel", "replace"):
-        clordid = obj["clordid"]
-        if not isinstance(clordid, str) or not _CLORDID.match(clordid):
-            raise CommandError(f"clordid must be one of your orders' ClOrdIDs, not {_short(clordid)}")
-        if op == "cancel":
-            return Command(op, cmd_id, clordid=clordid)
-        return Command(op, cmd_id, clordid=clordid, price=_price(obj["price"]), qty=_qty(obj["qty"]))
+                       qty=_qty(obj["qty"]), tif=_tif(obj.get("tif", "day")))
+    if op in ("cancel", "replace", "status"):
+        clordid = _clordid(obj["clordid"])
+        if op == "replace":
+            return Command(op, cmd_id, clordid=clordid, price=_price(obj["price"]), qty=_qty(obj["qty"]))
+        return Command(op, cmd_id, clordid=clordid)
+    if op == "mass_cancel":
+        which = obj.get("symbol")
+        return Command(op, cmd_id, symbol="" if which in (None, "") else _symbol(which))
+    if op == "md_subscribe":
+        return Command(op, cmd_id, symbol=_symbol(obj["symbol"]), value=str(_depth(obj.get("depth", 0))))
+    if op == "md_unsubscribe":
+        return Command(op, cmd_id, symbol=_symbol(obj["symbol"]))
+    if op == "stp":
+        mode = obj["mode"]
+        if not isinstance(mode, str) or mode not in STP_MODES:
+            raise CommandError(f"mode must be one of {', '.join(STP_MODES)}, not {_short(mode)}")
+        return Command(op, cmd_id, value=str(STP_MODES[mode]))
     return Command(op, cmd_id)

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 ENDED = ("ended", "logged_out")
 LAB_STREAM_TTL_S = 300  # a finished session's stream is kept this long, then Redis drops it
 TOO_SLOW = 1013  # WebSocket close code "try again later": the page fell behind
+# Ops that make the visitor's engine send a FIX message: they share the page's token bucket.
+FIX_OPS = frozenset({"order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe"})
 
 
 class LabLink:
@@ -235,7 +237,7 @@ class Page:
         lab = self.lab
         if lab is None or not lab.live:
             raise CommandError("Log on first: this page has no open FIX session.")
-        if cmd.op in ("order", "cancel", "replace"):
+        if cmd.op in FIX_OPS:
             wait = self.bucket.take(time.monotonic())
             if wait > 0:
                 s = self.hub.settings
@@ -247,7 +249,7 @@ class Page:
         ts = now_ns()
         if cmd.op == "order":
             await lab.command(LabCommand(lab.lab_id, "order", cmd.symbol, cmd.side, cmd.price, cmd.qty,
-                                         ts=ts))
+                                         ts=ts, tif=cmd.tif))
         elif cmd.op in ("cancel", "replace"):
             order = next((o for o in (lab.state.orders if lab.state else ()) if o.clordid == cmd.clordid),
                          None)
@@ -258,6 +260,10 @@ class Page:
                 symbol, side = order.symbol, order.side
             await lab.command(LabCommand(lab.lab_id, cmd.op, symbol, side, cmd.price, cmd.qty,
                                          orig_clordid=cmd.clordid, ts=ts))
+        elif cmd.op == "status":
+            await lab.command(LabCommand(lab.lab_id, "status", orig_clordid=cmd.clordid, ts=ts))
+        elif cmd.op in ("mass_cancel", "md_subscribe", "md_unsubscribe", "stp"):
+            await lab.command(LabCommand(lab.lab_id, cmd.op, cmd.symbol, ts=ts, value=cmd.value))
         elif cmd.op == "logout" and lab.gateway_id is None:
             lab.logout_wanted = True  # sent as soon as a gateway has taken the session
         elif cmd.op == "logout":

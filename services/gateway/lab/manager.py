@@ -19,7 +19,7 @@ from collections.abc import Callable
 from services.gateway.lab.claims import CompIdClaims
 from services.gateway.lab.orders import CommandError
 from services.gateway.lab.outbox import Outbox
-from services.gateway.lab.session import CONNECTING, ENDED, LabSession
+from services.gateway.lab.session import CONNECTING, ENDED, LabSession, SetStp
 from services.gateway.lab.settings import LabSettings
 from services.gateway.lab.tap import Tap, TapLoop
 from shared import streams
@@ -38,12 +38,13 @@ class LabManager:
     """Start, drive and end visitors' lab sessions for one gateway (``start`` returns at once)."""
 
     def __init__(self, redis_url: str, gateway_id: str, exchange_host: str, exchange_port: int, *,
-                 settings: LabSettings | None = None) -> None:
+                 settings: LabSettings | None = None, set_stp: SetStp | None = None) -> None:
         self.redis_url = redis_url
         self.gateway_id = gateway_id
         self.exchange_host = exchange_host
         self.exchange_port = exchange_port
         self.settings = settings or LabSettings.from_env()
+        self.set_stp = set_stp  # the gateway's: a session's self-trade prevention (the lab page sets it)
         self._sessions: dict[str, LabSession] = {}
         self._ending: set[str] = set()
         self._logout_sent: dict[str, float] = {}
@@ -218,7 +219,7 @@ class LabManager:
             return
         tap = Tap(self.taps, self.exchange_host, self.exchange_port, lambda *a: None, lambda r: None)
         session = LabSession(lab_id, comp_id, self.gateway_id, s, tap,
-                             lambda m: self._emit(session, m), self._end)
+                             lambda m: self._emit(session, m), self._end, self.set_stp)
         tap.on_record = session.on_wire
         tap.on_closed = session.on_tap_closed
         try:
@@ -329,6 +330,10 @@ class LabManager:
             except Exception:
                 log.exception("lab %s: stopping the engine failed", session.lab_id)
             session.tap.close()
+            try:
+                session.reset_stp()  # before the CompID is free for another visitor
+            except Exception:
+                log.exception("lab %s: resetting self-trade prevention failed", session.lab_id)
             try:
                 self.claims.release(session.comp_id, f"{self.gateway_id}:{session.lab_id}")
             except REDIS_ERRORS as exc:  # the claim's TTL frees it anyway

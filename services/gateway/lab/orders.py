@@ -13,7 +13,22 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared.schema import BUY, SELL, LabCommand, LabOrder
+from shared.schema import (
+    BUY,
+    DAY,
+    FOK,
+    GTC,
+    IOC,
+    MASS_CANCEL_ALL,
+    MASS_CANCEL_SYMBOL,
+    SELL,
+    STP_CANCEL_AGGRESSOR,
+    STP_CANCEL_BOTH,
+    STP_CANCEL_RESTING,
+    STP_OFF,
+    LabCommand,
+    LabOrder,
+)
 
 MAX_TEXT = 32
 MAX_QTY = 10**9
@@ -22,7 +37,16 @@ KEEP_ORDERS = 500  # orders remembered per session (open ones and the latest clo
 OPEN_STATUSES = frozenset({"A", "0", "1", "5", "6", "E"})
 PENDING_NEW = "A"
 
-Fields = list[tuple[int, str]]
+TIFS = (DAY, GTC, IOC, FOK)
+STP_NAMES = {STP_OFF: "off", STP_CANCEL_RESTING: "cancel resting", STP_CANCEL_AGGRESSOR: "cancel aggressor",
+             STP_CANCEL_BOTH: "cancel both"}
+MAX_DEPTH = 100
+# MDEntryType (269) a lab subscription asks for: bids, offers, trades.
+MD_ENTRY_TYPES = ("0", "1", "2")
+
+# A message body: (tag, value) in order; a repeating group is (count tag, [entry fields, ...]), the
+# first field of each entry being the group's delimiter.
+Fields = list[tuple[int, "str | list[Fields]"]]
 
 
 class CommandError(ValueError):
@@ -39,6 +63,8 @@ class _Order:
     cum_qty: int = 0
     leaves_qty: int = 0
     status: str = PENDING_NEW
+    tif: int = DAY
+    order_id: str = ""  # OrderID (37) once the exchange gave one
 
     def view(self) -> LabOrder:
         return LabOrder(self.clordid, self.symbol, self.side, self.price, self.qty, self.cum_qty,
@@ -73,13 +99,29 @@ def _qty(qty: int) -> int:
     return qty
 
 
+def _tif(tif: int) -> int:
+    if tif not in TIFS:
+        raise CommandError(f"TimeInForce {tif!r} is none of 0 (Day), 1 (GTC), 3 (IOC), 4 (FOK)")
+    return tif
+
+
+def stp_mode(value: str) -> int:
+    """The self-trade prevention mode of an ``stp`` command's value ("0" to "3")."""
+    if not value.isdigit() or int(value) not in STP_NAMES:
+        raise CommandError(f"self-trade prevention mode {value!r} is none of "
+                           + ", ".join(f"{k} ({v})" for k, v in STP_NAMES.items()))
+    return int(value)
+
+
 class LabOrders:
-    """The orders of one session, followed from the commands sent and the ExecutionReports received."""
+    """The orders of one session, followed from the commands sent and the ExecutionReports received,
+    and its market-data subscriptions (one MDReqID per symbol)."""
 
     def __init__(self, clordid_prefix: str) -> None:
         self.prefix = clordid_prefix
         self._n = 0
         self._orders: OrderedDict[str, _Order] = OrderedDict()
+        self.subscriptions: dict[str, str] = {}  # symbol -> MDReqID of its live subscription
 
     def _next_clordid(self) -> str:
         self._n += 1
@@ -99,15 +141,16 @@ class LabOrders:
     # ------------------------------------------------------------------ commands -> FIX fields
 
     def new_order(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
-        """MsgType and fields of a NewOrderSingle (limit, day) for an ``order`` command."""
+        """MsgType and fields of a NewOrderSingle (limit, the command's TimeInForce) for ``order``."""
         symbol = _text("symbol", cmd.symbol)
         side = _side(cmd.side)
         price = _text("price", cmd.price)
         qty = _qty(cmd.qty)
+        tif = _tif(cmd.tif)
         clordid = self._next_clordid()
-        self._remember(_Order(clordid, symbol, side, price, qty, 0, qty))
+        self._remember(_Order(clordid, symbol, side, price, qty, 0, qty, tif=tif))
         return "D", [(11, clordid), (55, symbol), (54, str(side)), (60, transact_time(ts_ns)),
-                     (38, str(qty)), (40, "2"), (44, price), (59, "0")]
+                     (38, str(qty)), (40, "2"), (44, price), (59, str(tif))]
 
     def _target(self, cmd: LabCommand) -> _Order:
         if not cmd.orig_clordid:
@@ -131,12 +174,62 @@ class LabOrders:
         qty = _qty(cmd.qty) if cmd.qty else order.qty
         clordid = self._next_clordid()
         return "G", [(41, order.clordid), (11, clordid), (55, order.symbol), (54, str(order.side)),
-                     (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"), (44, price), (59, "0")]
+                     (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"), (44, price), (59, str(order.tif))]
+
+    def status(self, cmd: LabCommand) -> tuple[str, Fields]:
+        """MsgType and fields of an OrderStatusRequest (35=H) about one of the session's orders."""
+        order = self._target(cmd)
+        self._n += 1
+        body: Fields = [(11, order.clordid)]
+        if order.order_id:
+            body.append((37, order.order_id))
+        body += [(55, order.symbol), (54, str(order.side)), (790, f"{self.prefix}st{self._n}")]
+        return "H", body
+
+    def mass_cancel(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
+        """MsgType and fields of an OrderMassCancelRequest (35=q): every order, or one symbol's."""
+        clordid = self._next_clordid()
+        if cmd.symbol:
+            return "q", [(11, clordid), (530, str(MASS_CANCEL_SYMBOL)), (55, _text("symbol", cmd.symbol)),
+                         (60, transact_time(ts_ns))]
+        return "q", [(11, clordid), (530, str(MASS_CANCEL_ALL)), (60, transact_time(ts_ns))]
+
+    def md_subscribe(self, cmd: LabCommand) -> tuple[str, Fields]:
+        """MsgType and fields of a MarketDataRequest (35=V) subscribing to one symbol's book and trades:
+        snapshot + updates (263=1), incremental refresh (265=1), bids, offers and trades."""
+        symbol = _text("symbol", cmd.symbol)
+        if symbol in self.subscriptions:
+            raise CommandError(f"already subscribed to {symbol} (MDReqID {self.subscriptions[symbol]})")
+        depth = cmd.value or "0"
+        if not depth.isdigit() or int(depth) > MAX_DEPTH:
+            raise CommandError(f"MarketDepth {depth!r} is not a whole number from 0 to {MAX_DEPTH}")
+        self._n += 1
+        req_id = f"{self.prefix}md{self._n}"
+        self.subscriptions[symbol] = req_id
+        return "V", [(262, req_id), (263, "1"), (264, str(int(depth))), (265, "1"),
+                     (267, [[(269, t)] for t in MD_ENTRY_TYPES]), (146, [[(55, symbol)]])]
+
+    def md_unsubscribe(self, cmd: LabCommand) -> tuple[str, Fields]:
+        """MsgType and fields of a MarketDataRequest (35=V, 263=2) ending a symbol's subscription."""
+        req_id = self.subscriptions.pop(cmd.symbol, None)
+        if req_id is None:
+            raise CommandError(f"not subscribed to {cmd.symbol!r}: nothing to unsubscribe")
+        return "V", [(262, req_id), (263, "2"), (264, "0"),
+                     (267, [[(269, t)] for t in MD_ENTRY_TYPES]), (146, [[(55, cmd.symbol)]])]
+
+    def on_md_reject(self, f: dict[int, str]) -> None:
+        """A MarketDataRequestReject (35=Y): the subscription it names never started."""
+        req_id = f.get(262, "")
+        for symbol, rid in list(self.subscriptions.items()):
+            if rid == req_id:
+                del self.subscriptions[symbol]
 
     # ------------------------------------------------------------------ ExecutionReports -> state
 
     def on_execution_report(self, f: dict[int, str]) -> None:
         """Apply an ExecutionReport (35=8) the session received, given its fields by tag."""
+        if f.get(150) == "I" and f.get(39) == "8":
+            return  # a status answer for an order the exchange does not know: nothing to follow
         clordid = f.get(11, "")
         orig = f.get(41, "")
         order = self._orders.get(clordid)
@@ -152,6 +245,8 @@ class LabOrders:
             side = f.get(54, "")
             order = _Order(clordid, f.get(55, ""), int(side) if side.isdigit() else 0, f.get(44, ""), 0)
             self._remember(order)
+        if f.get(37) and f.get(37) != "NONE":
+            order.order_id = f[37]
         if f.get(150) == "5" or order.status == PENDING_NEW:
             order.price = f.get(44, order.price)
             qty = f.get(38, "")

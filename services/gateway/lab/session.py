@@ -14,14 +14,14 @@ from typing import Any
 
 import quickfix as fix
 
-from services.gateway.lab.orders import CommandError, Fields, LabOrders
+from services.gateway.lab.orders import STP_NAMES, CommandError, Fields, LabOrders, stp_mode
 from services.gateway.lab.seqs import ExchangeSeqs
 from services.gateway.lab.settings import LabSettings
 from services.gateway.lab.tap import CLIENT, Tap
 from shared.clock import now_ns
 from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
 from shared.fix.codec import field_values
-from shared.schema import LabCommand, LabState, Message, WireRecord
+from shared.schema import LabCommand, LabNotice, LabState, Message, WireRecord
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,9 @@ LOGGED_OUT = "logged_out"
 ENDED = "ended"
 
 Emit = Callable[[Message], None]
+# Sets a session's self-trade prevention in the gateway (both places its orders are translated);
+# None puts back the mode the sessions file gives it.
+SetStp = Callable[[str, int | None], None]
 
 
 def initiator_settings(comp_id: str, port: int, settings: LabSettings) -> fix.SessionSettings:
@@ -66,11 +69,25 @@ def message_fields(msg: fix.Message) -> dict[int, str]:
     return field_values(msg.toString())
 
 
+def _set_fields(target: Any, body: Fields) -> None:
+    """Set ``body`` on a QuickFIX message or group, repeating groups as fix.Group entries."""
+    for tag, value in body:
+        if isinstance(value, str):
+            target.setField(tag, value)
+            continue
+        for entry in value:
+            first = entry[0][0]
+            group = fix.Group(tag, first)
+            _set_fields(group, entry)
+            target.addGroup(group)
+
+
 class LabSession(fix.Application):
     """One visitor's initiator session and what the lab knows about it (orders, both ends' numbers)."""
 
     def __init__(self, lab_id: str, comp_id: str, gateway_id: str, settings: LabSettings,
-                 tap: Tap, emit: Emit, on_down: Callable[[LabSession, str], None]) -> None:
+                 tap: Tap, emit: Emit, on_down: Callable[[LabSession, str], None],
+                 set_stp: SetStp | None = None) -> None:
         super().__init__()
         self.lab_id = lab_id
         self.comp_id = comp_id
@@ -79,6 +96,8 @@ class LabSession(fix.Application):
         self.tap = tap
         self.emit = emit
         self.on_down = on_down
+        self.set_stp = set_stp
+        self.stp: int | None = None  # the mode the visitor chose; None: the sessions file's
         self.created = time.monotonic()
         self.expires_at = now_ns() + int(settings.lifetime_s * 1e9)
         self.status = CONNECTING
@@ -190,8 +209,10 @@ class LabSession(fix.Application):
         elif op == "logout":
             if not self.logout("logged out by the visitor"):
                 self._report_down("logged out by the visitor before the session logged on")
-        elif op in ("order", "cancel", "replace"):
+        elif op in ("order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe"):
             self._send_order_message(cmd)
+        elif op == "stp":
+            self._set_stp(stp_mode(cmd.value))
         else:
             raise CommandError(f"unknown command {op!r}")
 
@@ -201,16 +222,41 @@ class LabSession(fix.Application):
             if session is None or not session.isLoggedOn():
                 raise CommandError(f"cannot {cmd.op}: the session is not logged on")
             with self._lock:
-                build = {"order": self.orders.new_order, "cancel": self.orders.cancel,
-                         "replace": self.orders.replace}[cmd.op]
-                msg_type, body = build(cmd, now_ns())
+                orders, ts = self.orders, now_ns()
+                if cmd.op == "order":
+                    msg_type, body = orders.new_order(cmd, ts)
+                elif cmd.op == "cancel":
+                    msg_type, body = orders.cancel(cmd, ts)
+                elif cmd.op == "replace":
+                    msg_type, body = orders.replace(cmd, ts)
+                elif cmd.op == "status":
+                    msg_type, body = orders.status(cmd)
+                elif cmd.op == "mass_cancel":
+                    msg_type, body = orders.mass_cancel(cmd, ts)
+                elif cmd.op == "md_subscribe":
+                    msg_type, body = orders.md_subscribe(cmd)
+                else:
+                    msg_type, body = orders.md_unsubscribe(cmd)
             self._send(msg_type, body)
+
+    def _set_stp(self, mode: int) -> None:
+        if self.set_stp is None:
+            raise CommandError("self-trade prevention cannot be set on this gateway")
+        self.set_stp(self.comp_id, mode)
+        self.stp = mode
+        self.emit(LabNotice(self.lab_id, "info", f"Self-trade prevention for {self.comp_id}: "
+                            f"{STP_NAMES[mode]}. It applies to the orders you send from now on.", now_ns()))
+
+    def reset_stp(self) -> None:
+        """The session ended: its CompID goes back to the sessions file's mode for the next visitor."""
+        if self.stp is not None and self.set_stp is not None:
+            self.set_stp(self.comp_id, None)
+            self.stp = None
 
     def _send(self, msg_type: str, body: Fields) -> None:
         msg = fix.Message()
         msg.getHeader().setField(35, msg_type)
-        for tag, value in body:
-            msg.setField(tag, value)
+        _set_fields(msg, body)
         if not fix.Session.sendToTarget(msg, self._sid):
             raise CommandError("the engine did not send the message (session not logged on)")
 
@@ -265,10 +311,15 @@ class LabSession(fix.Application):
 
     def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
         try:
-            if msg.getHeader().getField(35) == "8":
+            msg_type = msg.getHeader().getField(35)
+            if msg_type == "8":
                 f = message_fields(msg)
                 with self._lock:
                     self.orders.on_execution_report(f)
+            elif msg_type == "Y":
+                f = message_fields(msg)
+                with self._lock:
+                    self.orders.on_md_reject(f)
         except Exception:
             log.exception("lab %s: fromApp failed", self.lab_id)
 
