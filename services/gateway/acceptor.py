@@ -17,6 +17,7 @@ import quickfix as fix
 from services.gateway.direct import DirectIntake
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound
+from services.gateway.mdfeed import MarketFeed
 from services.gateway.securities import SECURITY_LIST_REQUEST, SecurityLists
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.unsupported import REJECT, as_business_reject
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _HEAD = "8=FIX.4.4\x019=0\x01"
 _TAIL = "10=000\x01"
+MARKET_DATA_REQUEST = "V"
 
 
 def to_message(body: str) -> fix.Message:
@@ -98,8 +100,10 @@ class GatewayApp(fix.Application):
                  silence: SilenceWatchdog | None = None,
                  cancel_on_disconnect: Container[str] | None = None,
                  direct: DirectIntake | None = None,
-                 fix44_types: Container[str] = frozenset()) -> None:
+                 fix44_types: Container[str] = frozenset(),
+                 market_data: MarketFeed | None = None) -> None:
         super().__init__()
+        self.market_data = market_data  # MarketDataRequest (V); None: answered as unsupported
         # The message types of FIX 4.4: those the acceptor's dictionary leaves out still get the
         # BusinessMessageReject they got when QuickFIX knew them (see unsupported.py).
         self.fix44_types = fix44_types
@@ -144,6 +148,8 @@ class GatewayApp(fix.Application):
                 log.info("logout: its orders rest on (CancelOnDisconnect=N)", extra={"session": comp})
             if self.silence is not None:
                 self.silence.ended(comp)
+            if self.market_data is not None:
+                self.market_data.session_ended(comp)
         except Exception:
             self._failed("onLogout")
 
@@ -196,6 +202,12 @@ class GatewayApp(fix.Application):
         if msg_type == SECURITY_LIST_REQUEST:
             try:
                 self.registry.send(self.registry.comp_of(sid), self.securities.answer(split_fields(raw)))
+            except Exception:
+                self._failed("fromApp")
+            return
+        if msg_type == MARKET_DATA_REQUEST and self.market_data is not None:
+            try:
+                self.market_data.request(self.registry.comp_of(sid), raw)
             except Exception:
                 self._failed("fromApp")
             return

@@ -1,0 +1,171 @@
+"""The market-data thread: the market stream into the mirrors, conflated updates out to subscribers.
+
+The core (``marketdata.MarketData``) is pure; this adapter feeds it and sends what it returns. It sits
+idle until the first MarketDataRequest: a gateway nobody asks for market data never reads the market
+stream. Then, once: note the market stream's last id, ask every shard for a BookImage of each of its
+books (``ImageRequest`` on its orders stream, behind the orders already there), and read the stream
+with plain XREAD (no group: every gateway reads everything) from the noted id, so each mirror starts
+at its image and applies every BookUpdate after it. Every FIXLAB_MD_INTERVAL_MS the pending updates
+go out (``flush``). A MarketDataRequest arrives on the engine thread (``request``) and is answered
+there, at once, from the mirror (or when its image arrives); the core is shared under one lock, and
+every message is sent while holding it, so a W always precedes the X that follows it on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis
+
+from services.gateway.marketdata import MarketData, Out
+from shared import streams
+from shared.bus import REDIS_ERRORS, connect, publish
+from shared.clock import now_ns
+from shared.config import Instrument
+from shared.schema import BookImage, BookUpdate, ImageRequest, SchemaError, Trade, decode_wire_batch
+
+log = logging.getLogger(__name__)
+
+_TRADE, _UPDATE, _IMAGE = Trade.CODE, BookUpdate.CODE, BookImage.CODE
+ASK_AGAIN_S = 5.0  # a shard whose images have not come (its matcher was down) is asked again
+READ_COUNT = 1000
+
+
+class MarketFeed:
+    """Start with ``start()`` (it waits for the first request), stop with ``stop()``."""
+
+    def __init__(self, redis_url: str, instruments: Iterable[Instrument], reply_to: str,
+                 send: Callable[[str, str], bool], *, interval_s: float = 0.05, max_trades: int = 100,
+                 maxlen: int = 1_000_000) -> None:
+        instruments = tuple(instruments)
+        self.core = MarketData(instruments, max_trades=max_trades)
+        self.shards: dict[str, list[str]] = {}
+        for i in instruments:
+            self.shards.setdefault(i.shard, []).append(i.symbol)
+        self.redis_url = redis_url
+        self.reply_to = reply_to
+        self.send = send
+        self.interval_s = interval_s
+        self.maxlen = maxlen
+        self.lock = threading.Lock()
+        self.sent = {"W": 0, "X": 0, "Y": 0}
+        self.unroutable = 0
+        self.errors = 0
+        self._wanted = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gateway-marketdata", daemon=True)
+
+    def start(self) -> MarketFeed:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        self._stop.set()
+        self._wanted.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def stats(self) -> dict[str, int]:
+        return {"md_subscriptions": sum(len(s) for s in self.core.sessions.values()),
+                "md_w_sent": self.sent["W"], "md_x_sent": self.sent["X"], "md_y_sent": self.sent["Y"],
+                "md_unroutable": self.unroutable}
+
+    # ------------------------------------------------------------------ engine thread
+
+    def request(self, session: str, raw: str) -> None:
+        """A MarketDataRequest (35=V) from ``session``: answered now, or when its mirror is ready."""
+        with self.lock:
+            self._send(self.core.request(session, raw))
+        self._wanted.set()
+
+    def session_ended(self, session: str) -> None:
+        with self.lock:
+            self.core.drop_session(session)
+
+    def _send(self, outs: list[Out]) -> None:
+        """Send under the lock (see the module's docstring); never raises."""
+        sent, send = self.sent, self.send
+        for session, body in outs:
+            try:
+                if send(session, body):
+                    sent[body[3]] += 1
+                else:
+                    self.unroutable += 1
+            except Exception:
+                self.errors += 1
+                log.exception("cannot send market data to %s", session)
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        self._wanted.wait()
+        if self._stop.is_set():
+            return
+        log.info("market data: following %s (tid %d)", streams.MARKET_STREAM, threading.get_native_id())
+        r: redis.Redis | None = None
+        last_id: Any = None
+        asked: dict[str, float] = {}
+        next_flush = time.monotonic() + self.interval_s
+        while not self._stop.is_set():
+            try:
+                if r is None:
+                    r = connect(self.redis_url)
+                if last_id is None:
+                    newest = r.xrevrange(streams.MARKET_STREAM, count=1)
+                    last_id = newest[0][0] if newest else b"0-0"
+                self._ask(r, asked)
+                wait_ms = max(1, int((next_flush - time.monotonic()) * 1000))
+                got: Any = r.xread({streams.MARKET_STREAM: last_id}, count=READ_COUNT, block=wait_ms)
+                if got:
+                    entries = got[0][1]
+                    last_id = entries[-1][0]
+                    self._apply(entries)
+            except REDIS_ERRORS as exc:
+                log.warning("market data: Redis: %s; retrying", exc)
+                r = None
+                self._stop.wait(0.5)
+            except Exception:
+                self.errors += 1
+                log.exception("market data: error (caught: the thread goes on)")
+                self._stop.wait(0.5)
+            now = time.monotonic()
+            if now >= next_flush:
+                with self.lock:
+                    self._send(self.core.flush())
+                next_flush = max(next_flush + self.interval_s, now)
+
+    def _ask(self, r: redis.Redis, asked: dict[str, float]) -> None:
+        """Ask each shard whose books are not all mirrored yet for its images; again after a while
+        while requests wait for them (its matcher was down, or busy recovering)."""
+        now = time.monotonic()
+        for shard, symbols in self.shards.items():
+            if all(self.core.ready(s) for s in symbols):
+                continue
+            if shard in asked and (now - asked[shard] < ASK_AGAIN_S or not self.core.waiting):
+                continue
+            publish(r, streams.orders_stream(shard), [ImageRequest(self.reply_to, now_ns())], self.maxlen)
+            asked[shard] = now
+
+    def _apply(self, entries: Any) -> None:
+        core = self.core
+        with self.lock:
+            for _entry_id, fields in entries:
+                payload = fields.get(streams.BATCH_FIELD)
+                if payload is None:
+                    continue
+                try:
+                    items = decode_wire_batch(payload)
+                except SchemaError:
+                    continue
+                for item in items:
+                    code = item[0]
+                    if code == _UPDATE:
+                        core.apply_update(item[1], item[2])
+                    elif code == _TRADE:
+                        core.apply_trade(item[1], item[2], item[3])
+                    elif code == _IMAGE:
+                        self._send(core.apply_image(item[1], item[2], item[3]))
