@@ -16,7 +16,14 @@ from services.gateway.publisher import IntakeLoop
 from services.gateway.records import command_record, fix_record
 from shared.config import Instrument
 from shared.fix.codec import split_fields
-from shared.schema import STP_CANCEL_AGGRESSOR, STP_CANCEL_BOTH, STP_OFF, NewOrder, StpSetting, decode_wire_batch
+from shared.schema import (
+    STP_CANCEL_AGGRESSOR,
+    STP_CANCEL_BOTH,
+    STP_OFF,
+    NewOrder,
+    StpSetting,
+    decode_wire_batch,
+)
 
 ACORN = Instrument("ACORN.LAB", 10_000, Decimal("0.01"))
 

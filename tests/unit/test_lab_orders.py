@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.lab.orders import CommandError, LabOrders, transact_time
+from services.gateway.lab.orders import CommandError, LabOrders, stp_mode, transact_time
 from shared.schema import LabCommand
 
 TS = 1_767_225_600_123_000_000  # 2026-01-01 00:00:00.123 UTC
@@ -101,3 +101,79 @@ def test_rejected_order_leaves_the_open_list() -> None:
 
 def test_transact_time_has_milliseconds() -> None:
     assert transact_time(TS) == "20260101-00:00:00.123"
+
+
+def test_time_in_force_goes_into_tag_59_and_a_replace_keeps_it() -> None:
+    orders = LabOrders("p-")
+    for tif in (0, 1, 3, 4):
+        _, body = orders.new_order(order_cmd(tif=tif), TS)
+        assert dict(body)[59] == str(tif)
+    _, body = orders.replace(LabCommand("lab1", "replace", price="99", orig_clordid="p-3"), TS)  # the IOC one
+    assert dict(body)[59] == "3"
+    with pytest.raises(CommandError, match="TimeInForce 6"):
+        orders.new_order(order_cmd(tif=6), TS)
+
+
+def test_status_request_names_the_order_and_its_order_id_once_known() -> None:
+    orders = LabOrders("p-")
+    orders.new_order(order_cmd(side=2), TS)
+    t, body = orders.status(LabCommand("lab1", "status", orig_clordid="p-1"))
+    assert t == "H"
+    assert [tag for tag, _ in body] == [11, 55, 54, 790]  # no OrderID before the exchange gave one
+    assert dict(body)[11] == "p-1" and dict(body)[54] == "2" and dict(body)[55] == "ACORN.LAB"
+    orders.on_execution_report({11: "p-1", 37: "O-77", 39: "0", 150: "0", 14: "0", 151: "10"})
+    _, body = orders.status(LabCommand("lab1", "status", orig_clordid="p-1"))
+    assert body[:2] == [(11, "p-1"), (37, "O-77")]
+    with pytest.raises(CommandError, match="unknown order"):
+        orders.status(LabCommand("lab1", "status", orig_clordid="nope"))
+
+
+def test_a_status_answer_for_an_unknown_order_changes_nothing() -> None:
+    orders = LabOrders("p-")
+    orders.new_order(order_cmd(), TS)
+    orders.on_execution_report({11: "p-1", 37: "O-1", 39: "0", 150: "0", 14: "0", 151: "10"})
+    orders.on_execution_report({11: "p-1", 37: "NONE", 39: "8", 150: "I", 58: "unknown order"})
+    orders.on_execution_report({11: "ghost", 37: "NONE", 39: "8", 150: "I", 58: "unknown order"})
+    assert [(o.clordid, o.status) for o in orders.open_orders()] == [("p-1", "0")]
+    orders.on_execution_report({11: "p-1", 37: "O-1", 39: "0", 150: "I", 14: "0", 151: "10"})
+    assert [(o.clordid, o.status) for o in orders.open_orders()] == [("p-1", "0")]
+
+
+def test_mass_cancel_all_or_one_symbol() -> None:
+    orders = LabOrders("p-")
+    t, body = orders.mass_cancel(LabCommand("lab1", "mass_cancel"), TS)
+    assert t == "q" and body == [(11, "p-1"), (530, "7"), (60, "20260101-00:00:00.123")]
+    _, body = orders.mass_cancel(LabCommand("lab1", "mass_cancel", symbol="BIRCH.LAB"), TS)
+    assert body == [(11, "p-2"), (530, "1"), (55, "BIRCH.LAB"), (60, "20260101-00:00:00.123")]
+
+
+def test_market_data_request_subscribes_with_groups_and_unsubscribes_with_the_same_id() -> None:
+    orders = LabOrders("p-")
+    t, body = orders.md_subscribe(LabCommand("lab1", "md_subscribe", symbol="ACORN.LAB", value="0"))
+    assert t == "V"
+    req_id = dict(body)[262]
+    assert body == [(262, req_id), (263, "1"), (264, "0"), (265, "1"),
+                    (267, [[(269, "0")], [(269, "1")], [(269, "2")]]), (146, [[(55, "ACORN.LAB")]])]
+    with pytest.raises(CommandError, match=r"already subscribed to ACORN\.LAB"):
+        orders.md_subscribe(LabCommand("lab1", "md_subscribe", symbol="ACORN.LAB"))
+    t, body = orders.md_unsubscribe(LabCommand("lab1", "md_unsubscribe", symbol="ACORN.LAB"))
+    assert t == "V" and dict(body)[262] == req_id and dict(body)[263] == "2"
+    with pytest.raises(CommandError, match="not subscribed"):
+        orders.md_unsubscribe(LabCommand("lab1", "md_unsubscribe", symbol="ACORN.LAB"))
+    with pytest.raises(CommandError, match="MarketDepth"):
+        orders.md_subscribe(LabCommand("lab1", "md_subscribe", symbol="ACORN.LAB", value="x"))
+
+
+def test_a_rejected_subscription_is_forgotten() -> None:
+    orders = LabOrders("p-")
+    _, body = orders.md_subscribe(LabCommand("lab1", "md_subscribe", symbol="NOPE.LAB"))
+    orders.on_md_reject({262: str(dict(body)[262]), 281: "0", 58: "unknown symbol"})
+    assert orders.subscriptions == {}
+    orders.md_subscribe(LabCommand("lab1", "md_subscribe", symbol="NOPE.LAB"))  # may ask again
+
+
+def test_stp_mode_values() -> None:
+    assert [stp_mode(v) for v in ("0", "1", "2", "3")] == [0, 1, 2, 3]
+    for bad in ("4", "", "-1", "off"):
+        with pytest.raises(CommandError, match="self-trade prevention mode"):
+            stp_mode(bad)

@@ -65,3 +65,48 @@ def test_bytes_frames_are_accepted_when_json() -> None:
     assert parse_command(b'{"op": "talk"}', MAX).op == "talk"
     with pytest.raises(CommandError):
         parse_command(b"\xff\xfe", MAX)
+
+
+ORDER = {"op": "order", "symbol": "A", "side": "buy", "price": "1", "qty": 1}
+
+
+def test_issue_14_commands() -> None:
+    assert cmd(ORDER).tif == 0  # Day by default
+    for tif, value in (("day", 0), ("GTC", 1), ("ioc", 3), ("fok", 4), ("3", 3), (4, 4)):
+        assert cmd({**ORDER, "tif": tif}).tif == value
+    assert cmd({"op": "status", "clordid": "abc-1"}) == Command("status", clordid="abc-1")
+    assert cmd({"op": "mass_cancel"}) == Command("mass_cancel")
+    assert cmd({"op": "mass_cancel", "symbol": "ACORN.LAB"}).symbol == "ACORN.LAB"
+    assert cmd({"op": "mass_cancel", "symbol": ""}).symbol == ""
+    assert cmd({"op": "md_subscribe", "symbol": "ACORN.LAB"}) == Command("md_subscribe", symbol="ACORN.LAB",
+                                                                         value="0")
+    assert cmd({"op": "md_subscribe", "symbol": "ACORN.LAB", "depth": 5}).value == "5"
+    assert cmd({"op": "md_unsubscribe", "symbol": "ACORN.LAB"}).symbol == "ACORN.LAB"
+    modes = (("off", "0"), ("cancel_resting", "1"), ("cancel_aggressor", "2"), ("cancel_both", "3"))
+    for mode, value in modes:
+        assert cmd({"op": "stp", "mode": mode}) == Command("stp", value=value)
+
+
+@pytest.mark.parametrize(("obj", "needle"), [
+    ({**ORDER, "tif": "gtd"}, "tif must be one of day"),
+    ({**ORDER, "tif": 6}, "TimeInForce 0, 1, 3, 4"),
+    ({**ORDER, "tif": True}, "tif"),
+    ({**ORDER, "tif": None}, "tif"),
+    ({"op": "status"}, "status needs clordid"),
+    ({"op": "status", "clordid": "a b"}, "clordid"),
+    ({"op": "status", "clordid": "x", "symbol": "A"}, "does not take symbol"),
+    ({"op": "mass_cancel", "symbol": "<b>"}, "symbol must be an instrument"),
+    ({"op": "mass_cancel", "side": "buy"}, "does not take side"),
+    ({"op": "md_subscribe"}, "md_subscribe needs symbol"),
+    ({"op": "md_subscribe", "symbol": "lower"}, "symbol"),
+    ({"op": "md_subscribe", "symbol": "A", "depth": -1}, "depth must be a whole number"),
+    ({"op": "md_subscribe", "symbol": "A", "depth": 101}, "depth"),
+    ({"op": "md_subscribe", "symbol": "A", "depth": "full"}, "depth"),
+    ({"op": "md_unsubscribe", "symbol": 5}, "symbol"),
+    ({"op": "stp"}, "stp needs mode"),
+    ({"op": "stp", "mode": "cancel everything"}, "mode must be one of off, cancel_resting"),
+    ({"op": "stp", "mode": 2}, "mode must be one of"),
+])
+def test_issue_14_commands_refused_with_a_reason(obj: object, needle: str) -> None:
+    with pytest.raises(CommandError, match=needle):
+        cmd(obj)
