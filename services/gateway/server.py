@@ -17,6 +17,7 @@ from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.intake import Publisher
 from services.gateway.lab import LabManager
 from services.gateway.lab.session import SetStp
+from services.gateway.mdfeed import MarketFeed
 from services.gateway.outbound import Outbound
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
@@ -117,9 +118,14 @@ class Gateway:
                                               common.instruments, common.stream_maxlen, ""),
                                     idle_s=settings.direct_idle_s)
                        if settings.direct_idle_s > 0 else None)
+        # Market data (V/W/X/Y): idle until a session asks (mdfeed.py).
+        self.market = MarketFeed(common.redis_url, common.instruments, settings.gateway_id,
+                                 self.registry.send, interval_s=settings.md_interval_s,
+                                 max_trades=settings.md_max_trades, maxlen=common.stream_maxlen)
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
-                              direct=self.direct, fix44_types=frozenset(exchange.messages))
+                              direct=self.direct, fix44_types=frozenset(exchange.messages),
+                              market_data=self.market)
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
                                     settings.gateway_id, self.outbound,
@@ -155,6 +161,7 @@ class Gateway:
             "callback_errors": c.callback_errors + p.errors + p.bad_reports,
             "silent_logouts": self.silence.logouts if self.silence is not None else 0,
             "labs": "on" if self.labs is not None else "off",
+            **self.market.stats(),
         }
 
     def start(self) -> Gateway:
@@ -162,6 +169,7 @@ class Gateway:
         self.end_sessions_left_open()
         self.end_of_day.start()  # the latest day that ended, if no one said so yet
         self.reports.start()
+        self.market.start()
         if self.silence is not None:
             self.silence.start()
         self.acceptor.start()
@@ -212,6 +220,7 @@ class Gateway:
             self.silence.stop()  # before the acceptor: it calls into the acceptor's Sessions
         # Logout to every session; each onLogout hands a SessionEnded the publisher still publishes.
         self.acceptor.stop()
+        self.market.stop()
         self.handoff.stop()
         self.reports.stop()
         self.health.stop()
