@@ -31,7 +31,8 @@ def events_stream(gateway_id: str) -> str:
     return f"{PREFIX}:{{gw-{gateway_id}}}:events"
 
 
-MARKET_STREAM = f"{PREFIX}:market"  # Trade, Depth (web page), BookUpdate and BookImage (gateways' market data)
+# Trade and Depth (for the web page), BookUpdate and BookImage (for the gateways' FIX market data).
+MARKET_STREAM = f"{PREFIX}:market"
 LAB_START_STREAM = f"{PREFIX}:lab:start"  # LabStart: any gateway (group GATEWAY_GROUP) takes it
 
 

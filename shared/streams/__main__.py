@@ -6,7 +6,8 @@
     fixlab show STREAM ID             one entry, decoded
     fixlab pending GROUP [STREAM]     a group's pending entries (on every stream that has the group)
 
-Redis is REDIS_URL or --url. Exit status: 0 done, 1 not found or Redis unreachable, 2 bad usage.
+Redis is REDIS_URL or --url; for a Redis Cluster give any node or a comma list of nodes: every master is
+listed and read. Exit status: 0 done, 1 not found or Redis unreachable, 2 bad usage.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 
 import redis
 
+from shared import redis_cluster
 from shared.bus import REDIS_ERRORS
 from shared.config import redact_url
 from shared.streams import inspect
@@ -74,7 +76,9 @@ def run(argv: list[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> 
         err.write("fixlab: give --url or set REDIS_URL (e.g. redis://127.0.0.1:6379/0)\n")
         return 2
     try:
-        r = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        # A Redis Cluster (a comma list of nodes, or one node in cluster mode) gets redis-py's cluster
+        # client: SCAN then covers every master, and each stream is read from the node holding it.
+        r: Any = redis_cluster.connect_any(url, timeout_s=5)
     except ValueError as exc:
         err.write(f"fixlab: {redact_url(url)!r} is not a Redis URL: {exc}\n")
         return 2

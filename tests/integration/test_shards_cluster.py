@@ -5,8 +5,6 @@ same commit works once the events stream carries the shard's hash tag."""
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -16,9 +14,8 @@ from redis.crc import key_slot
 
 from shared import streams
 from shared.bus import Effects, StreamConsumer, publish
-from shared.redis_server import free_port
+from shared.redis_cluster import LocalCluster
 from shared.schema import Accepted, NewOrder
-from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -26,67 +23,13 @@ if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)
 
 
-def _cluster_port(taken: set[int]) -> int:
-    """A free port whose cluster bus port (port + 10000) is free and valid too."""
-    while True:
-        port = free_port()
-        if port + 10000 > 65535 or port in taken or port + 10000 in taken:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        taken.update((port, port + 10000))
-        return port
-
-
 @pytest.fixture(scope="module")
 def cluster_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
     """Three primaries on free ports, all 16384 slots assigned (one cluster for this module)."""
-    tmp_path = tmp_path_factory.mktemp("cluster")
-    taken: set[int] = set()
-    ports = [_cluster_port(taken) for _ in range(3)]
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for port in ports:
-            workdir = tmp_path / str(port)
-            workdir.mkdir()
-            procs.append(subprocess.Popen(
-                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                 "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
-                 "--dir", str(workdir), "--logfile", str(workdir / "redis.log")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-
-        def answers(port: int) -> bool:
-            with redis.Redis(port=port, socket_timeout=1) as r:
-                try:
-                    return bool(r.ping())
-                except redis.ConnectionError:
-                    return False
-
-        for port in ports:
-            eventually(lambda port=port: answers(port), what=f"cluster node {port}")
-        subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-                        "--cluster-replicas", "0", "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)
-
-        def ready() -> bool:
-            return all(redis.Redis(port=p).cluster("info")["cluster_state"] == "ok" for p in ports)
-
-        eventually(ready, timeout=30, what="cluster_state:ok on every node")
-        client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", ports[0])])
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), masters=3) as local:
+        client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", local.first_port)])
         yield client
         client.close()
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 @pytest.fixture
