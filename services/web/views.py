@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from services.web.wire import ParsedMessage, parse, readable
+from services.web.wire import Node, ParsedMessage, WireGroup, parse, readable
 from shared.config import CommonSettings
 from shared.fix.dictionary import Dictionary
 from shared.schema import Depth, LabNotice, LabState, Trade, WireRecord
@@ -22,9 +22,23 @@ def wire_view(rec: WireRecord, d: Dictionary) -> tuple[JSON, ParsedMessage]:
         "type": "wire", "n": rec.n, "source": rec.source, "withheld": rec.withheld, "ts": rec.ts,
         "msg_type": p.msg_type, "msg_name": p.msg_name, "category": p.category, "seq": p.seq,
         "fields": [[f.tag, f.name, f.value, f.meaning, f.section] for f in p.fields],
-        "problems": p.problems, "raw": readable(rec.raw),
+        "tree": tree_view(p.tree), "problems": p.problems, "raw": readable(rec.raw),
     }
     return view, p
+
+
+def tree_view(nodes: list[Node]) -> list[Any]:
+    """Fields as ``[tag, name, value, meaning, section]``; a repeating group as
+    ``{"group": <its count field>, "entries": [[node, ...], ...]}``."""
+    out: list[Any] = []
+    for n in nodes:
+        if isinstance(n, WireGroup):
+            c = n.count
+            out.append({"group": [c.tag, c.name, c.value, c.meaning, c.section],
+                        "entries": [tree_view(e) for e in n.entries]})
+        else:
+            out.append([n.tag, n.name, n.value, n.meaning, n.section])
+    return out
 
 
 def execution_view(p: ParsedMessage, source: str) -> JSON | None:

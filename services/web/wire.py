@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from shared.fix.codec import SOH, framing_problems, pairs
-from shared.fix.dictionary import Dictionary
+from shared.fix.dictionary import Dictionary, GroupDef
 
 
 class WireField(NamedTuple):
@@ -24,6 +24,17 @@ class WireField(NamedTuple):
 
 
 @dataclass(slots=True)
+class WireGroup:
+    """A repeating group as read: its count field (NoXxx) and its entries, each a list of nodes."""
+
+    count: WireField
+    entries: list[list[Node]]
+
+
+Node = WireField | WireGroup
+
+
+@dataclass(slots=True)
 class ParsedMessage:
     fields: list[WireField]
     msg_type: str
@@ -31,6 +42,7 @@ class ParsedMessage:
     category: str  # "session", "app" or "unknown"
     seq: int | None
     problems: list[str] = field(default_factory=list)
+    tree: list[Node] = field(default_factory=list)  # the fields with repeating groups nested
 
     def get(self, tag: int) -> str | None:
         for f in self.fields:
@@ -65,6 +77,7 @@ def parse(raw: bytes, d: Dictionary) -> ParsedMessage:
         problems.append("no CheckSum(10): the message is incomplete")
     problems += framing_problems(raw)
     msg_type = next((f.value for f in out if f.tag == 35), "")
+    tree = nest(out, d.groups.get(msg_type, {}), problems)
     mdef = d.messages.get(msg_type)
     seq_text = next((f.value for f in out if f.tag == 34), "")
     return ParsedMessage(
@@ -74,7 +87,58 @@ def parse(raw: bytes, d: Dictionary) -> ParsedMessage:
         category=mdef.category if mdef else "unknown",
         seq=int(seq_text) if seq_text.isdigit() else None,
         problems=problems,
+        tree=tree,
     )
+
+
+def nest(fields: list[WireField], groups: dict[int, GroupDef], problems: list[str]) -> list[Node]:
+    """The fields in wire order with each repeating group as a node of its entries.
+
+    A group's count field opens it; its delimiter starts each entry; a field the entry may hold, and
+    holds not yet, joins it; anything else closes the group (and any nested in it). A count that
+    does not match the entries that follow is listed in ``problems``.
+    """
+    top: list[Node] = []
+    # open groups, innermost last: (definition, node, declared count, tags in the current entry)
+    stack: list[tuple[GroupDef, WireGroup, int, set[int]]] = []
+
+    def close() -> None:
+        gdef, node, declared, _ = stack.pop()
+        if len(node.entries) != declared:
+            name = node.count.name or str(gdef.count_tag)
+            problems.append(f"{name}({gdef.count_tag})={node.count.value} but {len(node.entries)} "
+                            f"{'entry follows' if len(node.entries) == 1 else 'entries follow'}")
+
+    for f in fields:
+        if f.section != "body" or f.tag is None:
+            while stack:
+                close()
+        target = top
+        while stack:
+            gdef, node, declared, seen = stack[-1]
+            if f.tag == gdef.delimiter and len(node.entries) < declared:
+                node.entries.append([])
+                seen.clear()
+            elif not (node.entries and f.tag in gdef.fields and f.tag not in seen):
+                close()
+                continue
+            seen.add(f.tag)  # type: ignore[arg-type]
+            target = node.entries[-1]
+            break
+        level = stack[-1][0].groups if stack else groups
+        gdef = level.get(f.tag) if f.tag is not None else None
+        if gdef is None:
+            target.append(f)
+            continue
+        group = WireGroup(f, [])
+        target.append(group)
+        declared = int(f.value) if f.value.isdigit() else 0
+        if not f.value.isdigit():
+            problems.append(f"{f.name or f.tag}({f.tag})={f.value} is not a number of entries")
+        stack.append((gdef, group, declared, set()))
+    while stack:
+        close()
+    return top
 
 
 def readable(raw: bytes) -> str:

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 FILE_NAME = "FIXLAB-FIX44.xml"
@@ -215,6 +215,17 @@ class MessageDef:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupDef:
+    """A repeating group: its count tag (NoXxx), the field each entry starts with (the delimiter),
+    the fields an entry may hold, and the groups nested in an entry, by count tag."""
+
+    count_tag: int
+    delimiter: int
+    fields: frozenset[int]
+    groups: dict[int, GroupDef]
+
+
+@dataclass(frozen=True, slots=True)
 class Dictionary:
     """Fields by tag, messages by MsgType, and which tags belong to the header and trailer."""
 
@@ -223,6 +234,8 @@ class Dictionary:
     messages: dict[str, MessageDef]
     header_tags: frozenset[int]
     trailer_tags: frozenset[int]
+    # Each message's repeating groups (components expanded), by MsgType, then by count tag.
+    groups: dict[str, dict[int, GroupDef]] = field(default_factory=dict)
 
     def field_name(self, tag: int) -> str:
         f = self.fields.get(tag)
@@ -290,9 +303,37 @@ def parse_dictionary(xml_text: str | bytes) -> Dictionary:
             continue
         category = "session" if m.attrib.get("msgcat") == "admin" else "app"
         messages[msg_type] = MessageDef(msg_type, m.attrib.get("name", ""), category)
+    components = {c.attrib.get("name", ""): c for c in root.find("components") or ()}
+    groups = {}
+    for m in root.iter("message"):
+        msg_type = m.attrib.get("msgtype")
+        if msg_type is not None:
+            groups[msg_type] = _members(m, by_name, components, set())[1]
     header = {by_name[n] for n in _names_in(root.find("header")) if n in by_name}
     trailer = {by_name[n] for n in _names_in(root.find("trailer")) if n in by_name}
-    return Dictionary(begin, fields, messages, frozenset(header), frozenset(trailer))
+    return Dictionary(begin, fields, messages, frozenset(header), frozenset(trailer), groups)
+
+
+def _members(node: ET.Element, by_name: dict[str, int], components: dict[str, ET.Element],
+             seen: set[str]) -> tuple[list[int], dict[int, GroupDef]]:
+    """The fields (in order) and groups directly in ``node``, its components expanded."""
+    tags: list[int] = []
+    groups: dict[int, GroupDef] = {}
+    for child in node:
+        name = child.attrib.get("name", "")
+        if child.tag == "field" and name in by_name:
+            tags.append(by_name[name])
+        elif child.tag == "component" and name in components and name not in seen:
+            inner_tags, inner_groups = _members(components[name], by_name, components, seen | {name})
+            tags += inner_tags
+            groups.update(inner_groups)
+        elif child.tag == "group" and name in by_name:
+            inner_tags, inner_groups = _members(child, by_name, components, seen)
+            first = inner_tags[0] if inner_tags else next(iter(inner_groups), 0)
+            count = by_name[name]
+            members = frozenset(inner_tags) | frozenset(inner_groups)
+            groups[count] = GroupDef(count, first, members, inner_groups)
+    return tags, groups
 
 
 @functools.cache

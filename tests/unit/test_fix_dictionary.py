@@ -237,3 +237,14 @@ def test_quickfix_validates_a_kept_message_the_same_with_the_acceptor_copy(tmp_p
             except fix.FIXException as exc:
                 outcomes.append(type(exc).__name__)
         assert outcomes[0] == outcomes[1]
+
+
+def test_repeating_groups_by_message_components_expanded() -> None:
+    d = dictionary.load()
+    entries = d.groups["W"][268]  # NoMDEntries, in the MDFullGrp component
+    assert entries.delimiter == 269 and {270, 271, 346} <= entries.fields
+    assert d.groups["X"][268].delimiter == 279 and 55 in d.groups["X"][268].fields  # Instrument inside
+    assert set(d.groups["V"]) >= {267, 146}
+    assert d.groups["V"][146].delimiter == 55
+    assert d.groups["D"].get(78) is not None and d.groups["D"][78].delimiter == 79  # NoAllocs
+    assert d.groups["0"] == {}

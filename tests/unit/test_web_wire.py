@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.web.wire import parse, readable
+from services.web.wire import Node, WireGroup, parse, readable
 from shared.fix import dictionary
 
 D = dictionary.load()
@@ -82,3 +82,41 @@ def test_markup_in_values_stays_text() -> None:
     p = parse(fix("35=D|34=2|49=<img src=x onerror=alert(1)>|52=x|56=FIXLAB|11=<b>x</b>|"), D)
     assert p.get(49) == "<img src=x onerror=alert(1)>"
     assert readable(b"8=FIX.4.4\x0135=0\x01") == "8=FIX.4.4|35=0|"
+
+
+def _shape(nodes: list[Node]) -> list[object]:
+    """A tree as tags: a field is its tag, a group (count tag, [[entry tags], ...])."""
+    return [(n.count.tag, [_shape(e) for e in n.entries]) if isinstance(n, WireGroup) else n.tag
+            for n in nodes]
+
+
+def test_market_data_groups_are_nested_entries() -> None:
+    req = parse(fix("35=V|34=2|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=1|264=0|265=1|"
+                    "267=3|269=0|269=1|269=2|146=1|55=ACORN.LAB|"), D)
+    assert req.problems == []
+    assert _shape(req.tree) == [8, 9, 35, 34, 49, 52, 56, 262, 263, 264, 265,
+                                (267, [[269], [269], [269]]), (146, [[55]]), 10]
+    assert [f.tag for f in req.fields][-4:] == [269, 146, 55, 10]  # the flat list stays as on the wire
+    snap = parse(fix("35=W|34=3|49=FIXLAB|52=20260101-12:00:00.000|56=LAB001|262=r1|55=ACORN.LAB|268=2|"
+                     "269=0|270=99.50|271=10|346=2|269=1|270=100.50|271=4|346=1|"), D)
+    assert snap.problems == []
+    assert _shape(snap.tree)[7:10] == [262, 55, (268, [[269, 270, 271, 346], [269, 270, 271, 346]])]
+    inc = parse(fix("35=X|34=4|49=FIXLAB|52=20260101-12:00:00.000|56=LAB001|262=r1|268=2|"
+                    "279=1|269=0|55=ACORN.LAB|270=99.50|271=7|346=1|279=2|269=1|55=ACORN.LAB|270=100.50|"), D)
+    assert inc.problems == []
+    group = inc.tree[8]
+    assert _shape([group]) == [(268, [[279, 269, 55, 270, 271, 346], [279, 269, 55, 270]])]
+
+
+def test_a_group_count_that_does_not_match_its_entries_is_a_problem() -> None:
+    short = parse(fix("35=V|34=2|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=1|264=0|"
+                      "267=3|269=0|269=1|146=1|55=ACORN.LAB|"), D)
+    assert short.problems == ["NoMDEntryTypes(267)=3 but 2 entries follow"]
+    assert _shape(short.tree)[10] == (267, [[269], [269]])
+    extra = parse(fix("35=V|34=2|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=1|264=0|"
+                      "267=1|269=0|269=1|146=1|55=ACORN.LAB|"), D)
+    # the second 269 is past the count: it stands outside the group, where a reader sees it
+    assert _shape(extra.tree)[10:12] == [(267, [[269]]), 269]
+    bad = parse(fix("35=V|34=2|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=1|264=0|"
+                    "267=x|269=0|146=1|55=ACORN.LAB|"), D)
+    assert bad.problems == ["NoMDEntryTypes(267)=x is not a number of entries"]
