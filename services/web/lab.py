@@ -19,7 +19,9 @@ from starlette.websockets import WebSocketState
 
 from services.web.commands import Command, CommandError, parse_command
 from services.web.limits import TokenBucket
+from services.web.mdbook import MdBooks
 from services.web.views import JSON, error_view, execution_view, notice_view, state_view, wire_view
+from services.web.wire import ParsedMessage
 from shared import streams
 from shared.bus import REDIS_ERRORS, publish
 from shared.clock import now_ns
@@ -50,6 +52,7 @@ class LabLink:
         self.task: asyncio.Task[None] | None = None
         self.logout_sent = False
         self.logout_wanted = False  # asked for before a gateway took the session
+        self.md = MdBooks(hub.settings.common.instruments)  # what the session's own W and X rebuild
 
     @property
     def live(self) -> bool:
@@ -125,6 +128,17 @@ class LabLink:
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.hub.r.expire(stream, LAB_STREAM_TTL_S)
 
+    def _market_data(self, p: ParsedMessage, source: str, withheld: bool) -> None:
+        """Rebuild the session's books from the W and X it received; drop one it unsubscribed."""
+        if source == "exchange":
+            for symbol in self.md.apply(p):
+                self._emit(self.md.view(symbol))
+        elif p.msg_type == "V" and p.get(263) == "2" and not withheld:
+            for f in p.fields:
+                if f.tag == 55:
+                    self.md.forget(f.value)
+                    self._emit(self.md.view(f.value))
+
     def _apply(self, fields: dict[bytes, bytes]) -> None:
         try:
             msgs = decode_batch(fields.get(streams.BATCH_FIELD, b""))
@@ -138,6 +152,7 @@ class LabLink:
                 extra = execution_view(parsed, m.source)
                 if extra is not None:
                     self._emit(extra)
+                self._market_data(parsed, m.source, m.withheld)
             elif isinstance(m, LabState):
                 self.state = m
                 if m.gateway_id:

@@ -114,28 +114,29 @@ def nest(fields: list[WireField], groups: dict[int, GroupDef], problems: list[st
             while stack:
                 close()
         target = top
-        while stack:
-            gdef, node, declared, seen = stack[-1]
-            if f.tag == gdef.delimiter and len(node.entries) < declared:
+        tag = f.tag
+        while stack and tag is not None:
+            open_def, node, declared, seen = stack[-1]
+            if tag == open_def.delimiter and len(node.entries) < declared:
                 node.entries.append([])
                 seen.clear()
-            elif not (node.entries and f.tag in gdef.fields and f.tag not in seen):
+            elif not (node.entries and tag in open_def.fields and tag not in seen):
                 close()
                 continue
-            seen.add(f.tag)  # type: ignore[arg-type]
+            seen.add(tag)
             target = node.entries[-1]
             break
         level = stack[-1][0].groups if stack else groups
-        gdef = level.get(f.tag) if f.tag is not None else None
-        if gdef is None:
+        new_def = level.get(tag) if tag is not None else None
+        if new_def is None:
             target.append(f)
             continue
         group = WireGroup(f, [])
         target.append(group)
-        declared = int(f.value) if f.value.isdigit() else 0
+        count = int(f.value) if f.value.isdigit() else 0
         if not f.value.isdigit():
-            problems.append(f"{f.name or f.tag}({f.tag})={f.value} is not a number of entries")
-        stack.append((gdef, group, declared, set()))
+            problems.append(f"{f.name or tag}({tag})={f.value} is not a number of entries")
+        stack.append((new_def, group, count, set()))
     while stack:
         close()
     return top
