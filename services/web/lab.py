@@ -129,15 +129,14 @@ class LabLink:
                 await self.hub.r.expire(stream, LAB_STREAM_TTL_S)
 
     def _market_data(self, p: ParsedMessage, source: str, withheld: bool) -> None:
-        """Rebuild the session's books from the W and X it received; drop one it unsubscribed."""
+        """Rebuild the session's books from the W and X it received; drop one it unsubscribed, or
+        that the exchange refused (Y)."""
         if source == "exchange":
             for symbol in self.md.apply(p):
                 self._emit(self.md.view(symbol))
-        elif p.msg_type == "V" and p.get(263) == "2" and not withheld:
-            for f in p.fields:
-                if f.tag == 55:
-                    self.md.forget(f.value)
-                    self._emit(self.md.view(f.value))
+        elif not withheld:
+            for symbol in self.md.sent(p):
+                self._emit(self.md.view(symbol))
 
     def _apply(self, fields: dict[bytes, bytes]) -> None:
         try:

@@ -42,9 +42,29 @@ class MdBooks:
     def __init__(self, instruments: Iterable[Instrument]) -> None:
         self.instruments = {i.symbol: i for i in instruments}
         self.books: dict[str, dict[str, dict[Decimal, Level]]] = {}
+        self.requests: dict[str, list[str]] = {}  # MDReqID -> the symbols the session asked for
+
+    def sent(self, p: ParsedMessage) -> list[str]:
+        """Note a MarketDataRequest the session sent; the symbols an unsubscribe ends (forgotten)."""
+        if p.msg_type != "V":
+            return []
+        symbols = [f.value for f in p.fields if f.tag == 55]
+        req_id = p.get(262) or ""
+        if p.get(263) == "2":
+            self.requests.pop(req_id, None)
+            for symbol in symbols:
+                self.forget(symbol)
+            return symbols
+        self.requests[req_id] = symbols
+        return []
 
     def apply(self, p: ParsedMessage) -> list[str]:
-        """Apply a received W or X; the symbols whose book changed."""
+        """Apply a received W or X; the symbols whose book changed (for a Y: that it will not follow)."""
+        if p.msg_type == "Y":
+            symbols = self.requests.pop(p.get(262) or "", [])
+            for symbol in symbols:
+                self.forget(symbol)
+            return symbols
         if p.msg_type not in ("W", "X"):
             return []
         top, entries = _entries(p.tree)

@@ -49,3 +49,20 @@ def test_updates_before_a_snapshot_and_other_messages_are_ignored() -> None:
     assert books.apply(inc) == []
     assert books.apply(parse(fix(f"35=0|34=5|{HEAD}"), D)) == []
     assert books.view("ACORN.LAB")["subscribed"] is False
+
+
+def test_an_unsubscribe_or_a_reject_ends_the_book() -> None:
+    books = MdBooks([ACORN])
+    sub = parse(fix("35=V|34=2|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=1|264=0|265=1|"
+                    "267=1|269=0|146=1|55=ACORN.LAB|"), D)
+    assert books.sent(sub) == []
+    books.apply(parse(fix(f"35=W|34=3|{HEAD}262=r1|55=ACORN.LAB|268=1|269=0|270=99.5|271=10|346=2|"), D))
+    assert books.view("ACORN.LAB")["subscribed"] is True
+    unsub = parse(fix("35=V|34=3|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=2|264=0|"
+                      "267=1|269=0|146=1|55=ACORN.LAB|"), D)
+    assert books.sent(unsub) == ["ACORN.LAB"]
+    assert books.view("ACORN.LAB")["subscribed"] is False
+    books.sent(parse(fix("35=V|34=4|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r2|263=1|264=0|"
+                         "267=1|269=0|146=1|55=NOPE.LAB|"), D))
+    assert books.apply(parse(fix(f"35=Y|34=5|{HEAD}262=r2|281=0|58=unknown symbol|"), D)) == ["NOPE.LAB"]
+    assert books.view("NOPE.LAB")["subscribed"] is False

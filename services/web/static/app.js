@@ -65,6 +65,7 @@ function handle(m) {
     case "error": onError(m); break;
     case "fill": onFill(m); break;
     case "depth": onDepth(m); break;
+    case "md_book": onMdBook(m); break;
     case "trade": onTrade(m, true); break;
     case "tape": (m.trades || []).forEach((t) => onTrade(t, false)); break;
     case "logon_sent": setStatus("connecting", "connecting…"); break;
@@ -90,6 +91,10 @@ function onHello(m) {
   $("foot-limits").textContent = `${L.pages_per_address} pages per address and ${L.pages_total} across the site; sessions end after ${L.session_minutes} minutes; up to ${L.order_burst} orders at once and ${L.order_rate} per second after that; ${L.open_orders} open orders per session.`;
   sel.onchange = updateBand;
   updateBand();
+  const which = $("cancel-all-symbol");
+  which.replaceChildren(el("option", null, "all instruments"));
+  which.firstChild.value = "";
+  for (const i of m.instruments) { const o = el("option", null, i.symbol); o.value = i.symbol; which.append(o); }
 }
 
 function instrument(symbol) { return (S.hello ? S.hello.instruments : []).find((i) => i.symbol === symbol); }
@@ -104,16 +109,32 @@ function updateBand() {
 // ---------------------------------------------------------------- the wire
 const SUMMARY_TAGS = {
   A: [108, 98, 141], 0: [112], 1: [112], 2: [7, 16], 3: [45, 373, 58], 4: [123, 36], 5: [58],
-  D: [11, 55, 54, 38, 44], F: [11, 41, 55], G: [11, 41, 38, 44], 8: [150, 11, 55, 54, 32, 31, 151, 58], 9: [11, 41, 102, 58],
+  D: [11, 55, 54, 38, 44, 59], F: [11, 41, 55], G: [11, 41, 38, 44], 8: [150, 11, 55, 54, 32, 31, 151, 58], 9: [11, 41, 102, 58],
+  H: [11, 55, 790], q: [530, 55], r: [530, 531, 533, 58], V: [263, 264, 55], W: [55, 268], X: [268], Y: [262, 281, 58],
 };
+
+// The first value of a tag anywhere in the message (groups included).
+function firstField(m, t) { return m.fields.find((x) => x[0] === t); }
 
 function summary(m) {
   const want = SUMMARY_TAGS[m.msg_type] || [];
   const parts = [];
   for (const t of want) {
-    const f = m.fields.find((x) => x[0] === t);
+    const f = firstField(m, t);
     if (!f) continue;
     parts.push(f[3] ? `${f[1]} ${f[3]}` : `${f[1]} ${f[2]}`);
+  }
+  if (m.msg_type === "X" || m.msg_type === "W") {
+    // What the entries say, e.g. "Bid New 99.50 x 10": the group is the message.
+    const g = (m.tree || []).find((n) => !Array.isArray(n) && n.group && n.group[0] === 268);
+    if (g) {
+      const said = g.entries.slice(0, 4).map((e) => {
+        const v = (t) => { const f = e.find((x) => Array.isArray(x) && x[0] === t); return f ? (f[3] || f[2]) : ""; };
+        return [v(269), v(279), v(270), v(271) ? `x ${v(271)}` : ""].filter(Boolean).join(" ");
+      });
+      if (g.entries.length > 4) said.push(`+${g.entries.length - 4} more`);
+      parts.push(said.join("; "));
+    }
   }
   return parts.join(" · ");
 }
@@ -178,18 +199,42 @@ function toggleDetails(card, m) {
   d = el("div", "details");
   const table = el("table", "fields");
   let section = null;
-  for (const [tag, name, value, meaning, sec] of m.fields) {
-    if (sec !== section) {
-      section = sec;
-      const tr = el("tr", "section"); const th = el("th", null, sec); th.colSpan = 3; tr.append(th); table.append(tr);
-    }
+  const fieldRow = ([tag, name, value, meaning]) => {
     const tr = el("tr", name ? "" : "unknown");
     tr.append(el("td", "tag mono", tag === null ? "?" : tag));
     tr.append(el("td", "fname", name || "(not in FIX 4.4)"));
     const v = el("td", "val mono", value);
     if (meaning) v.append(el("span", "meaning", ` ${meaning}`));
     tr.append(v);
-    table.append(tr);
+    return tr;
+  };
+  // A repeating group: its count field, then each entry as a box of its own (nested groups inside).
+  const groupRow = (g) => {
+    const tr = fieldRow(g.group);
+    tr.classList.add("group-count");
+    const box = el("tr", "group-row");
+    const td = el("td"); td.colSpan = 3;
+    const entries = el("div", "group");
+    entries.dataset.tag = g.group[0];
+    g.entries.forEach((entry, i) => {
+      const e = el("div", "entry");
+      e.append(el("div", "entry-head", `${g.group[1] || g.group[0]} entry ${i + 1} of ${g.entries.length}`));
+      const t = el("table", "fields");
+      for (const n of entry) t.append(...(Array.isArray(n) ? [fieldRow(n)] : groupRow(n)));
+      e.append(t);
+      entries.append(e);
+    });
+    td.append(entries); box.append(td);
+    return [tr, box];
+  };
+  for (const n of (m.tree || m.fields)) {
+    const sec = Array.isArray(n) ? n[4] : n.group[4];
+    if (sec !== section) {
+      section = sec;
+      const tr = el("tr", "section"); const th = el("th", null, sec); th.colSpan = 3; tr.append(th); table.append(tr);
+    }
+    if (Array.isArray(n)) table.append(fieldRow(n));
+    else table.append(...groupRow(n));
   }
   d.append(table);
   const rawBtn = el("button", "link", "show raw");
@@ -217,6 +262,7 @@ function divider(text) {
 
 function onState(m) {
   const before = S.state && S.state.lab_id === m.lab_id ? S.state.status : null;
+  if (!S.state || S.state.lab_id !== m.lab_id) resetSessionControls();
   S.state = m;
   S.live = !(m.status === "ended" || m.status === "logged_out");
   if (m.status !== before) {
@@ -245,6 +291,12 @@ function onState(m) {
   tick();
 }
 
+// A new session starts with the sessions file's self-trade prevention and no market data.
+function resetSessionControls() {
+  $("stp-mode").value = "off";
+  for (const symbol of Object.keys(books)) setSubscribed(symbol, false);
+}
+
 function updateButtons() {
   const st = S.state, live = S.live, on = live && st && st.status === "logged_on";
   $("b-logon").disabled = live;
@@ -253,6 +305,9 @@ function updateButtons() {
   $("b-silent").disabled = !on || (st && st.silent);
   $("b-talk").disabled = !live || !(st && st.silent);
   $("b-send").disabled = !on;
+  $("b-cancel-all").disabled = !on;
+  $("stp-mode").disabled = !on;
+  for (const b of document.querySelectorAll(".md-toggle")) b.disabled = !on;
 }
 
 function fmt(s) { s = Math.max(0, Math.round(s)); return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`; }
@@ -292,6 +347,12 @@ function renderOrders(orders) {
     tr.append(el("td", "mono", o.clordid), el("td", null, o.symbol), el("td", o.side, o.side),
       el("td", "mono num", o.price), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
     const act = el("td", "act");
+    if (S.live) {
+      const st = el("button", "small-btn status-btn", "status");
+      st.title = "OrderStatusRequest (35=H): the exchange answers with an ExecutionReport, ExecType I";
+      st.addEventListener("click", () => send({ op: "status", clordid: o.clordid }));
+      act.append(st);
+    }
     if (o.leaves_qty > 0 && S.live) {
       const c = el("button", "small-btn", "cancel");
       c.addEventListener("click", () => send({ op: "cancel", clordid: o.clordid }));
@@ -331,19 +392,64 @@ function onFill(f) {
 
 // ---------------------------------------------------------------- books and tape
 const books = {};
-function ensureBook(symbol) {
-  if (books[symbol]) return books[symbol];
-  const box = el("div", "book");
-  box.append(el("h3", null, symbol));
+function ladder() {
   const t = el("table", "ladder");
   const head = el("tr"); head.append(el("th", null, "orders"), el("th", null, "qty"), el("th", null, "price"));
   const thead = el("thead"); thead.append(head);
   const asks = el("tbody", "asks"), spread = el("tbody", "spread"), bids = el("tbody", "bids");
   t.append(thead, asks, spread, bids);
-  box.append(t);
-  $("books").append(box);
-  books[symbol] = { asks, bids, spread };
+  return { table: t, asks, bids, spread };
+}
+
+// Per instrument, side by side: the matcher's book (the market feed's depth) and the book your own
+// session's market data (W, then X) rebuilds. They agree when no update was lost or doubled.
+function ensureBook(symbol) {
+  if (books[symbol]) return books[symbol];
+  const pair = el("div", "book-pair");
+  pair.dataset.symbol = symbol;
+  const head = el("div", "pair-head");
+  head.append(el("h3", null, symbol));
+  const toggle = el("button", "small-btn md-toggle", "subscribe");
+  toggle.type = "button";
+  toggle.disabled = !(S.live && S.state && S.state.status === "logged_on");
+  toggle.title = "MarketDataRequest (35=V): snapshot + updates, full depth, bids, offers and trades";
+  toggle.addEventListener("click", () => {
+    const b = books[symbol];
+    send({ op: b.subscribed ? "md_unsubscribe" : "md_subscribe", symbol });
+    if (b.subscribed) setSubscribed(symbol, false);
+    else { b.subscribed = true; toggle.textContent = "unsubscribe"; b.mdNote.textContent = "waiting for the snapshot (W)…"; }
+  });
+  head.append(toggle);
+  pair.append(head);
+  const box = el("div", "book matcher");
+  box.append(el("div", "book-label muted small", "the matcher's book"));
+  const m = ladder();
+  box.append(m.table);
+  const mdBox = el("div", "mdbook");
+  mdBox.append(el("div", "book-label muted small", "your market data (W + X)"));
+  const md = ladder();
+  const mdNote = el("div", "muted small md-note", "not subscribed");
+  mdBox.append(md.table, mdNote);
+  const agree = el("div", "agree small");
+  pair.append(el("div", "pair", null));
+  pair.lastChild.append(box, mdBox);
+  pair.append(agree);
+  $("books").append(pair);
+  books[symbol] = { ...m, md, mdNote, toggle, agree, subscribed: false, depth: null, mdLevels: null };
   return books[symbol];
+}
+
+function setSubscribed(symbol, on) {
+  const b = books[symbol];
+  if (!b) return;
+  b.subscribed = on;
+  b.toggle.textContent = on ? "unsubscribe" : "subscribe";
+  if (!on) {
+    b.mdLevels = null;
+    b.md.asks.replaceChildren(); b.md.bids.replaceChildren(); b.md.spread.replaceChildren();
+    b.mdNote.textContent = "not subscribed";
+    b.agree.textContent = "";
+  }
 }
 
 function ladderRow(level, side, maxQty, symbol) {
@@ -358,19 +464,49 @@ function ladderRow(level, side, maxQty, symbol) {
   return tr;
 }
 
-function onDepth(m) {
-  const b = ensureBook(m.symbol);
+function renderLadder(lad, m) {
   const levels = 6;
   const asks = m.asks.slice(0, levels), bids = m.bids.slice(0, levels);
   const maxQty = Math.max(1, ...asks.map((l) => l[1]), ...bids.map((l) => l[1]));
-  b.asks.replaceChildren(...asks.slice().reverse().map((l) => ladderRow(l, "ask", maxQty, m.symbol)));
-  b.bids.replaceChildren(...bids.map((l) => ladderRow(l, "bid", maxQty, m.symbol)));
+  lad.asks.replaceChildren(...asks.slice().reverse().map((l) => ladderRow(l, "ask", maxQty, m.symbol)));
+  lad.bids.replaceChildren(...bids.map((l) => ladderRow(l, "bid", maxQty, m.symbol)));
   const tr = el("tr");
   let text = "empty book";
   if (asks.length && bids.length) text = `spread ${(Number(asks[0][0]) - Number(bids[0][0])).toFixed(2)}`;
   else if (asks.length || bids.length) text = "one-sided";
   const td = el("td", "muted small", text); td.colSpan = 3; tr.append(td);
-  b.spread.replaceChildren(tr);
+  lad.spread.replaceChildren(tr);
+}
+
+function onDepth(m) {
+  const b = ensureBook(m.symbol);
+  b.depth = m;
+  renderLadder(b, m);
+  compareBooks(b);
+}
+
+function onMdBook(m) {
+  const b = ensureBook(m.symbol);
+  if (!m.subscribed) { setSubscribed(m.symbol, false); return; }
+  if (!b.subscribed) setSubscribed(m.symbol, true);
+  b.mdLevels = m;
+  renderLadder(b.md, m);
+  const n = m.bids.length + m.asks.length;
+  b.mdNote.textContent = `${n} price level${n === 1 ? "" : "s"} from your session's W and X`;
+  compareBooks(b);
+}
+
+// Both books, every level the market feed carries (not only the 6 shown): the same, or not. The
+// feed's depth holds the matcher's best FIXLAB_MATCHER_DEPTH_LEVELS (10) levels a side; your
+// market data holds them all, so a full side of the feed is compared with as many of yours.
+const FEED_LEVELS = 10;
+function compareBooks(b) {
+  if (!b.mdLevels || !b.depth) { b.agree.textContent = ""; return; }
+  const cut = (mine, feed) => (feed.length >= FEED_LEVELS ? mine.slice(0, feed.length) : mine);
+  const same = JSON.stringify([cut(b.mdLevels.bids, b.depth.bids), cut(b.mdLevels.asks, b.depth.asks)])
+    === JSON.stringify([b.depth.bids, b.depth.asks]);
+  b.agree.textContent = same ? "the two books agree" : "the books differ (an update is in flight)";
+  b.agree.className = `agree small ${same ? "same" : "differ"}`;
 }
 
 function onTrade(t, live) {
@@ -394,8 +530,13 @@ function wire() {
     ev.preventDefault();
     const side = document.querySelector("input[name=side]:checked").value;
     const price = $("o-price").value.trim() || $("o-price").placeholder;
-    send({ op: "order", symbol: $("o-symbol").value, side, price, qty: $("o-qty").value.trim() });
+    send({ op: "order", symbol: $("o-symbol").value, side, price, qty: $("o-qty").value.trim(), tif: $("o-tif").value });
   });
+  $("b-cancel-all").addEventListener("click", () => {
+    const symbol = $("cancel-all-symbol").value;
+    send(symbol ? { op: "mass_cancel", symbol } : { op: "mass_cancel" });
+  });
+  $("stp-mode").addEventListener("change", (ev) => send({ op: "stp", mode: ev.target.value }));
   $("hide-hb").addEventListener("change", (ev) => {
     for (const r of document.querySelectorAll('#wire .msg[data-type="0"]')) r.hidden = ev.target.checked;
   });
