@@ -158,7 +158,7 @@ def time_core(instrument: Instrument, cmds: list[Message], start: int, repeat: i
     events = 0
     resting = 0
     for _ in range(repeat):
-        engine = Engine([instrument], limits=Limits())
+        engine = Engine([instrument], limits=Limits(), book_updates=True)  # as the service runs it
         for i in range(0, start, BATCH):
             engine.apply_batch(wires[i:min(i + BATCH, start)])
         resting = engine.resting_orders

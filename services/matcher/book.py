@@ -5,6 +5,10 @@ price first; each trade happens at the resting order's price. At one price the o
 trades first (FIFO) or, for a pro-rata instrument, the level is shared out by ``prorata.allocate``.
 The book updates the resting orders it trades with (and drops those that are done); the caller
 owns the incoming order and everything about sessions and events.
+
+Market data: every change to a level records its price in ``touched_bids``/``touched_asks`` (one set
+insertion, the only cost on the hot path); ``changes`` turns them into the levels' new states against
+what was last shown (``shown_bids``/``shown_asks``), so a batch reports each level's net change once.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ Fill = tuple["Order", int, int]  # (resting order, quantity, price)
 NO_BID = -(1 << 62)  # bid_top of an empty side: every price is above it
 NO_ASK = 1 << 62
 DepthSide = tuple[tuple[int, int, int], ...]  # ((price, quantity, orders), ...) best first
+LevelChange = tuple[int, int, int, int]  # (side, price, quantity, orders); quantity 0: the level is gone
 
 
 class Order:
@@ -80,7 +85,7 @@ class Book:
     """Bids and asks of one instrument."""
 
     __slots__ = ("ask_prices", "ask_top", "asks", "bid_prices", "bid_top", "bids", "instrument", "pro_rata",
-                 "resting", "symbol")
+                 "resting", "shown_asks", "shown_bids", "symbol", "touched_asks", "touched_bids")
 
     def __init__(self, instrument: Instrument) -> None:
         self.instrument = instrument
@@ -98,6 +103,12 @@ class Book:
         self.bid_top = NO_BID
         self.ask_top = NO_ASK
         self.resting = 0
+        # Prices whose level changed since the last ``changes`` (or ``forget_changes``), and each
+        # level as market data last showed it: price -> (quantity, orders).
+        self.touched_bids: set[int] = set()
+        self.touched_asks: set[int] = set()
+        self.shown_bids: dict[int, tuple[int, int]] = {}
+        self.shown_asks: dict[int, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ queries
 
@@ -139,6 +150,49 @@ class Book:
             out_asks.append((p, level.qty, len(level)))
         return tuple(out_bids), tuple(out_asks)
 
+    def image(self) -> tuple[DepthSide, DepthSide]:
+        """Every level of each side as (price, quantity, orders), best first."""
+        return self.depth(max(len(self.bid_prices), len(self.ask_prices)))
+
+    # ------------------------------------------------------------------ market data
+
+    def changes(self) -> tuple[LevelChange, ...]:
+        """The levels touched since the last call whose state differs from what was last shown, at
+        their new state (bids then asks, best first; quantity 0 when the level is gone). They are
+        shown from now on.
+
+        A level that appeared and vanished between two calls, or came back to the state shown, is
+        left out: a subscriber holding the shown book ends with exactly this book.
+        """
+        out: list[LevelChange] = []
+        for side, touched, levels, shown in ((BUY, self.touched_bids, self.bids, self.shown_bids),
+                                             (SELL, self.touched_asks, self.asks, self.shown_asks)):
+            if not touched:
+                continue
+            for price in sorted(touched, reverse=side == BUY):
+                level = levels.get(price)
+                if level is None:
+                    if shown.pop(price, None) is not None:
+                        out.append((side, price, 0, 0))
+                    continue
+                now = (level.qty, len(level))
+                if shown.get(price) != now:
+                    shown[price] = now
+                    out.append((side, price, *now))
+            touched.clear()
+        return tuple(out)
+
+    def forget_changes(self) -> None:
+        """Drop the touched prices without showing them (no market data wanted)."""
+        self.touched_bids.clear()
+        self.touched_asks.clear()
+
+    def show_all(self) -> None:
+        """Take the book as it is now as shown (a restored engine: subscribers hold this book)."""
+        self.shown_bids = {p: (level.qty, len(level)) for p, level in self.bids.items()}
+        self.shown_asks = {p: (level.qty, len(level)) for p, level in self.asks.items()}
+        self.forget_changes()
+
     # ------------------------------------------------------------------ changes
 
     def add(self, order: Order) -> None:
@@ -151,6 +205,7 @@ class Book:
                 self.bid_prices.add(price)
                 if price > self.bid_top:
                     self.bid_top = price
+            self.touched_bids.add(price)
         else:
             level = self.asks.get(price)
             if level is None:
@@ -158,6 +213,7 @@ class Book:
                 self.ask_prices.add(price)
                 if price < self.ask_top:
                     self.ask_top = price
+            self.touched_asks.add(price)
         level.append(order)
         level.qty += order.leaves
         self.resting += 1
@@ -166,8 +222,10 @@ class Book:
         """Take a resting order out of the book (cancel, or a replace that loses priority)."""
         if order.side == BUY:
             levels, prices = self.bids, self.bid_prices
+            self.touched_bids.add(order.price)
         else:
             levels, prices = self.asks, self.ask_prices
+            self.touched_asks.add(order.price)
         level = levels[order.price]
         level.remove(order)  # identity comparison: Order defines no __eq__
         level.qty -= order.leaves
@@ -182,7 +240,12 @@ class Book:
 
     def reduce(self, order: Order, leaves: int) -> None:
         """Lower a resting order's leaves in place: it keeps its time priority."""
-        level = (self.bids if order.side == BUY else self.asks)[order.price]
+        if order.side == BUY:
+            level = self.bids[order.price]
+            self.touched_bids.add(order.price)
+        else:
+            level = self.asks[order.price]
+            self.touched_asks.add(order.price)
         level.qty -= order.leaves - leaves
         order.leaves = leaves
 
@@ -197,10 +260,12 @@ class Book:
             prices, levels = self.ask_prices, self.asks
             px = self.ask_top
             best = 0  # asks: the best price is the list's first
+            touch = self.touched_asks.add
         else:
             prices, levels = self.bid_prices, self.bids
             px = self.bid_top
             best = -1
+            touch = self.touched_bids.add
         append = fills.append
         pro_rata = self.pro_rata
         resting = self.resting
@@ -208,6 +273,7 @@ class Book:
             if (px > limit) if best == 0 else (px < limit):  # also when the side is empty
                 break
             level = levels[px]
+            touch(px)
             orders = level
             if pro_rata and qty < level.qty:
                 self.resting = resting

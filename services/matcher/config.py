@@ -29,6 +29,7 @@ class MatcherSettings:
     snapshot_every: int  # commands between snapshots
     snapshot_seconds: float  # and at most this long between snapshots while commands arrive
     depth_levels: int
+    done_orders: int  # done orders per session whose final state a StatusRequest still gets
     health_interval_s: float
     lease_seconds: float  # a killed matcher's lease expires after this (at once on the same host)
 
@@ -55,6 +56,7 @@ def load(env: Mapping[str, str] | None = None) -> MatcherSettings:
         snapshot_every=env_int(env, ENV_PREFIX + "MATCHER_SNAPSHOT_EVERY", 100_000, lo=1),
         snapshot_seconds=env_float(env, ENV_PREFIX + "MATCHER_SNAPSHOT_SECONDS", 30.0, lo=0.0),
         depth_levels=env_int(env, ENV_PREFIX + "MATCHER_DEPTH_LEVELS", 10, lo=1, hi=1000),
+        done_orders=env_int(env, ENV_PREFIX + "MATCHER_DONE_ORDERS", 100, lo=1, hi=100_000),
         health_interval_s=env_float(env, ENV_PREFIX + "MATCHER_HEALTH_SECONDS", 2.0, lo=0.1),
         lease_seconds=env_float(env, ENV_PREFIX + "MATCHER_LEASE_SECONDS", 6.0, lo=0.5),
     )

@@ -14,6 +14,7 @@ about 3 us per frozen event on this kind of machine.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ from shared.schema import (
     FOK,
     GTC,
     IOC,
+    MASS_CANCEL_ALL,
+    MASS_CANCEL_SYMBOL,
     REJ_DUPLICATE_ORDER,
     REJ_INCORRECT_QUANTITY,
     REJ_ORDER_EXCEEDS_LIMIT,
@@ -43,12 +46,17 @@ from shared.schema import (
     STP_CANCEL_RESTING,
     STP_OFF,
     Accepted,
+    BookImage,
+    BookUpdate,
     Cancelled,
     CancelOrder,
     CancelRejected,
     Depth,
     EndOfDay,
     Filled,
+    ImageRequest,
+    MassCancel,
+    MassCancelReport,
     MatcherSnapshot,
     Message,
     NewOrder,
@@ -56,6 +64,8 @@ from shared.schema import (
     Replaced,
     ReplaceOrder,
     SessionEnded,
+    StatusReport,
+    StatusRequest,
     Trade,
     as_wire,
     from_wire,
@@ -79,6 +89,18 @@ _REPLACED = Replaced.CODE
 _CANCEL_REJECTED = CancelRejected.CODE
 _TRADE = Trade.CODE
 _DEPTH = Depth.CODE
+_STATUS_REPORT = StatusReport.CODE
+_MASS_CANCEL_REPORT = MassCancelReport.CODE
+_BOOK_UPDATE = BookUpdate.CODE
+_BOOK_IMAGE = BookImage.CODE
+
+# MassCancelRejectReason (532), FIX 4.4.
+MASS_REJ_NOT_SUPPORTED = 0
+MASS_REJ_UNKNOWN_SECURITY = 1
+MASS_REJ_OTHER = 99
+# A session's StatusRequests remembered to tell a producer's retry from a new request: a retry
+# writes the same records again right after, never this many status requests of one session later.
+STATUS_MEMORY = 64
 
 _SIDES = frozenset((BUY, SELL))
 _TIFS = frozenset((DAY, GTC, IOC, FOK))
@@ -96,6 +118,12 @@ class Limits:
     max_qty: int = 1000
     max_open_per_session: int = 20
     depth_levels: int = 10
+    # Done orders whose final state a session's StatusRequest can still get (its most recent ones).
+    done_orders: int = 100
+
+    def __post_init__(self) -> None:
+        if self.done_orders < 1:
+            raise ValueError(f"done_orders={self.done_orders}: at least the last done order is kept")
 
 
 class MalformedCommand(ValueError):
@@ -115,28 +143,75 @@ class BatchResult:
         return [from_wire(w) for _, w in self.events]
 
 
+# A done order's final state as the ring keeps it (an Order that ended in a book is kept as it is):
+# (clordid, order_id, symbol, side, price, qty, cum, cost, OrdStatus).
+DoneRecord = tuple[str, str, str, int, int, int, int, int, int]
+
+
 class SessionState:
     """What the engine remembers about one FIX session until it ends."""
 
-    __slots__ = ("closed", "live", "name", "seen")
+    __slots__ = ("closed", "done", "done_at", "live", "name", "queries", "renamed", "seen")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, keep: int = 100) -> None:
         self.name = name
         self.seen: dict[str, int] = {}  # every ClOrdID used -> MsgSeqNum of the command that used it
         self.live: dict[str, Order] = {}  # current ClOrdID -> open order, in the order they opened
         # ClOrdID of an order version no longer open -> its OrdStatus, except filled orders (the
-        # common end, left out to keep snapshots small); a cancel/replace request's own ClOrdID ->
-        # NOT_AN_ORDER.
+        # common end, left out to keep snapshots small); a cancel/replace/mass cancel request's own
+        # ClOrdID -> NOT_AN_ORDER.
         self.closed: dict[str, int] = {}
+        # The session's most recent done orders, a ring of ``keep`` slots (``done_at`` is the next
+        # one to write): an Order that ended in a book, or a DoneRecord. For StatusRequest only.
+        self.done: list[Order | DoneRecord | None] = [None] * keep
+        self.done_at = 0
+        self.renamed: dict[str, str] = {}  # ClOrdID replaced away -> the ClOrdID that replaced it
+        self.queries: deque[tuple[str, int]] = deque(maxlen=STATUS_MEMORY)  # StatusRequests answered
+
+    def keep(self, done: Order | DoneRecord) -> None:
+        """Remember a done order (the oldest one kept goes when the ring is full)."""
+        i = self.done_at
+        self.done[i] = done
+        i += 1
+        self.done_at = i if i < len(self.done) else 0
+
+    def done_records(self) -> tuple[DoneRecord, ...]:
+        """The done orders kept, oldest first."""
+        ring, i = self.done, self.done_at
+        return tuple(_record(d) for d in ring[i:] + ring[:i] if d is not None)
+
+    def find_done(self, clordid: str = "", order_id: str = "") -> DoneRecord | None:
+        """A kept done order by its last ClOrdID, or by OrderID."""
+        for d in self.done:
+            if d is None:
+                continue
+            rec = _record(d)
+            if (clordid and rec[0] == clordid) or (order_id and rec[1] == order_id):
+                return rec
+        return None
+
+
+def _record(done: Order | DoneRecord) -> DoneRecord:
+    if type(done) is tuple:
+        return done
+    o: Order = done  # type: ignore[assignment]
+    # An order leaves a book done when it is filled or cancelled (a reject never rests).
+    return (o.clordid, o.order_id, o.symbol, o.side, o.price, o.qty, o.cum, o.cost,
+            ST_FILLED if o.cum == o.qty else ST_CANCELED)
 
 
 # Commands travel in wire form: (code, field1, ...) in the schema's declaration order.
 _NEW, _CANCEL, _REPLACE, _END = NewOrder.CODE, CancelOrder.CODE, ReplaceOrder.CODE, SessionEnded.CODE
 _EOD = EndOfDay.CODE
+_STATUS, _MASS, _IMAGE = StatusRequest.CODE, MassCancel.CODE, ImageRequest.CODE
 _COMMANDS: dict[int, type[Message]] = {c.CODE: c for c in (NewOrder, CancelOrder, ReplaceOrder, SessionEnded,
-                                                           EndOfDay)}
+                                                           EndOfDay, StatusRequest, MassCancel, ImageRequest)}
 _NAMES = {c.CODE: c.__name__ for c in message_types()}
 _STRINGS = frozenset(("session", "clordid", "orig_clordid", "symbol", "reply_to"))
+# Strings that may be empty: OrderID and OrdStatusReqID when the client gave none; a StatusRequest's
+# or MassCancel's symbol (the engine answers an empty one; "all orders" has none).
+_MAYBE_EMPTY = {StatusRequest: frozenset(("order_id", "req_id", "symbol")),
+                MassCancel: frozenset(("symbol",))}
 
 
 def _problem(w: Wire) -> str:
@@ -147,8 +222,12 @@ def _problem(w: Wire) -> str:
         names = names[:-1]  # the form written before NewOrder.stp existed
     if len(w) != len(names) + 1:
         return f"{cls.__name__} has {len(w) - 1} fields instead of {len(names)}"
+    maybe_empty = _MAYBE_EMPTY.get(cls, frozenset())
     for name, value in zip(names, w[1:], strict=True):
-        if name in _STRINGS:
+        if name in maybe_empty:
+            if type(value) is not str:
+                return f"{cls.__name__}.{name}={value!r:.40} is not a string"
+        elif name in _STRINGS:
             if type(value) is not str or not value:
                 return f"{cls.__name__}.{name}={value!r:.40} is not a non-empty string"
         elif type(value) is not int:
@@ -160,8 +239,12 @@ class Engine:
     """Every book of one shard, the sessions trading on them, and the id counters."""
 
     def __init__(self, instruments: Iterable[Instrument], *, limits: Limits | None = None,
-                 id_prefix: str = "") -> None:
+                 id_prefix: str = "", book_updates: bool = False) -> None:
         self.limits = limits or Limits()
+        # BookUpdate per changed book per batch (the service wants them; a test of order events
+        # may leave them out). BookImage answers an ImageRequest either way.
+        self.book_updates = book_updates
+        self._keep = self.limits.done_orders
         self.id_prefix = id_prefix
         # Ids are prefix + str(counter): about 45 ns cheaper than an f-string, same text.
         self._e_prefix = id_prefix + "E"
@@ -180,6 +263,7 @@ class Engine:
         self.end_of_day = 0  # the last day whose EndOfDay was applied (YYYYMMDD)
         self._out: list[Out] = []
         self._dirty: dict[str, int] = {}  # symbols whose book changed in this batch -> last ts
+        self._image_ts: int | None = None  # an ImageRequest in this batch: the last one's ts
 
     # ------------------------------------------------------------------ entry points
 
@@ -193,8 +277,10 @@ class Engine:
     def apply_batch(self, cmds: Iterable[Message | Wire]) -> BatchResult:
         """Apply commands (messages or wire-form tuples) in order.
 
-        Depth is conflated: one per changed book, after the batch. A malformed command is left
-        out and reported in ``malformed``; the others are applied.
+        Market data comes after the batch, per changed book: its BookUpdate (with ``book_updates``),
+        then its Depth (conflated); then, if the batch held an ImageRequest, a BookImage of every
+        book, so the image is the book after the updates before it. A malformed command is left out
+        and reported in ``malformed``; the others are applied.
         """
         result = BatchResult()
         self._out = out = result.events
@@ -214,6 +300,12 @@ class Engine:
                     redelivered = end(w)
                 elif code == _EOD:
                     redelivered = self._end_of_day(w)
+                elif code == _STATUS:
+                    redelivered = self._status(w)
+                elif code == _MASS:
+                    redelivered = self._mass_cancel(w)
+                elif code == _IMAGE:
+                    redelivered = self._image_request(w)
                 else:
                     name = _NAMES.get(code, f"type code {code!r:.20}")
                     raise MalformedCommand(f"{name} is not a matcher command")
@@ -227,10 +319,24 @@ class Engine:
         result.redelivered = redeliveries
         if self._dirty:
             n = self.limits.depth_levels
+            books, book_updates = self.books, self.book_updates
             for symbol, ts in self._dirty.items():
-                bids, asks = self.books[symbol].depth(n)
+                book = books[symbol]
+                if book_updates:
+                    changes = book.changes()
+                    if changes:
+                        out.append((None, (_BOOK_UPDATE, symbol, changes, ts)))
+                else:
+                    book.forget_changes()
+                bids, asks = book.depth(n)
                 out.append((None, (_DEPTH, symbol, bids, asks, ts)))
             self._dirty = {}
+        if self._image_ts is not None:
+            ts = self._image_ts
+            for symbol, book in self.books.items():
+                bids, asks = book.image()
+                out.append((None, (_BOOK_IMAGE, symbol, bids, asks, ts)))
+            self._image_ts = None
         return result
 
     # ------------------------------------------------------------------ queries
@@ -248,7 +354,7 @@ class Engine:
     def _session(self, name: str) -> SessionState:
         state = self.sessions.get(name)
         if state is None:
-            state = self.sessions[name] = SessionState(name)
+            state = self.sessions[name] = SessionState(name, self._keep)
         return state
 
     def _exec_id(self) -> str:
@@ -277,7 +383,7 @@ class Engine:
             raise MalformedCommand(f"NewOrder.stp={stp} is not a self-trade prevention mode")
         state = self.sessions.get(session)
         if state is None:
-            state = self.sessions[session] = SessionState(session)
+            state = self.sessions[session] = SessionState(session, self._keep)
         seen = state.seen
         prior = seen.get(clordid)
         if prior is not None:
@@ -290,6 +396,7 @@ class Engine:
         if where is None:
             self._reject(w, REJ_UNKNOWN_SYMBOL, f"unknown symbol {symbol}")
             state.closed[clordid] = ST_REJECTED
+            state.keep((clordid, "NONE", symbol, side, price, qty, 0, 0, ST_REJECTED))
             return False
         book, lo, hi = where
         live = state.live
@@ -299,6 +406,7 @@ class Engine:
             code, text = self._why_not(book, state, side, price, qty, tif)
             self._reject(w, code, text)
             state.closed[clordid] = ST_REJECTED
+            state.keep((clordid, "NONE", symbol, side, price, qty, 0, 0, ST_REJECTED))
             return False
         n = self.next_order
         self.next_order = n + 1
@@ -315,8 +423,11 @@ class Engine:
         if (price >= book.ask_top) if side == 1 else (price <= book.bid_top):  # 1: BUY
             cum, cost = self._emit_fills(session, clordid, order_id, symbol, side, price, qty, reply_to, 0, 0,
                                          book.match(side, price, qty), ts)
-            if cum == qty:
-                return False  # filled at once: no Order object needed
+            if cum == qty:  # filled at once: no Order object needed
+                i = state.done_at
+                state.done[i] = (clordid, order_id, symbol, side, price, qty, qty, cost, ST_FILLED)
+                state.done_at = i + 1 if i + 1 < self._keep else 0
+                return False
             order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
                           qty - cum, cum, cost)
         else:
@@ -363,11 +474,13 @@ class Engine:
         elif tif == FOK:
             why = _fok_text(book, qty, price)
         if cum == qty:
+            state.keep((clordid, order_id, symbol, side, price, qty, qty, cost, ST_FILLED))
             return
         if not why and tif > GTC:
             why = "IOC: remainder cancelled" if tif == IOC else _fok_text(book, qty, price)
         if why:
             state.closed[clordid] = ST_CANCELED
+            state.keep((clordid, order_id, symbol, side, price, qty, cum, cost, ST_CANCELED))
             self._out.append((reply_to, (_CANCELLED, session, clordid, clordid, order_id, symbol, side, price,
                                          qty, cum, cost, why, self._exec_id(), ts)))
             return
@@ -404,6 +517,7 @@ class Engine:
             owner = maker.owner
             del owner.live[maker.clordid]
             owner.closed[maker.clordid] = ST_CANCELED
+            owner.keep(maker)
             self._cancelled(maker, f"self-trade prevention: cancelled, it would have traded with {t_clordid} "
                                    "of the same session", ts)
         if run:
@@ -442,6 +556,7 @@ class Engine:
         append = out.append
         e_prefix, m_prefix = self._e_prefix, self._m_prefix
         n_exec, n_match = self.next_exec, self.next_match
+        keep = self._keep
         for maker, qty, px in fills:
             match_id = m_prefix + str(n_match)
             n_match += 1
@@ -455,8 +570,12 @@ class Engine:
                                      leaves, maker.cost, match_id, e_prefix + str(n_exec + 1), ts)))
             n_exec += 2
             append((None, (_TRADE, symbol, px, qty, match_id, t_side, ts)))
-            if not leaves:
-                del maker.owner.live[maker.clordid]
+            if not leaves:  # done: out of the session's live orders, into its done ring (inlined)
+                owner = maker.owner
+                del owner.live[maker.clordid]
+                i = owner.done_at
+                owner.done[i] = maker
+                owner.done_at = i + 1 if i + 1 < keep else 0
         self.next_exec, self.next_match = n_exec, n_match
         return cum, cost
 
@@ -492,7 +611,7 @@ class Engine:
             raise MalformedCommand(_problem(w))
         state = self.sessions.get(session)
         if state is None:
-            state = self.sessions[session] = SessionState(session)
+            state = self.sessions[session] = SessionState(session, self._keep)
         seen = state.seen
         prior = seen.get(clordid)
         if prior is not None:
@@ -518,6 +637,7 @@ class Engine:
         self.books[o_symbol].remove(order)
         del live[orig]
         closed[orig] = ST_CANCELED
+        state.keep(order)
         n = self.next_exec
         self.next_exec = n + 1
         self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
@@ -579,6 +699,7 @@ class Engine:
         del state.live[orig]
         del state.closed[clordid]
         state.closed[orig] = ST_REPLACED
+        state.renamed[orig] = clordid
         self._out.append((reply_to, (_REPLACED, session, clordid, orig, order.order_id, order.symbol,
                                      order.side, price, qty, order.cum, order.leaves, order.cost,
                                      self._exec_id(), ts)))
@@ -586,6 +707,7 @@ class Engine:
             stopper = self._fill(order, ts) if book.crosses(order.side, price) else None
             if stopper is not None and order.leaves:
                 state.closed[clordid] = ST_CANCELED
+                state.keep(order)
                 self._out.append((reply_to, (_CANCELLED, session, clordid, clordid, order.order_id,
                                              order.symbol, order.side, price, qty, order.cum, order.cost,
                                              _stp_aggressor_text(order.stp, stopper), self._exec_id(), ts)))
@@ -595,6 +717,8 @@ class Engine:
                 book.add(order)
         if order.leaves:
             state.live[clordid] = order
+        else:
+            state.keep(order)  # filled at once at its new price
         self._dirty[order.symbol] = ts
         return False
 
@@ -628,8 +752,130 @@ class Engine:
             state = order.owner
             del state.live[order.clordid]
             state.closed[order.clordid] = ST_CANCELED
+            state.keep(order)
             self._cancelled(order, "end of day", ts)
             self._dirty[order.symbol] = ts
+        return False
+
+    def _status(self, w: Wire) -> bool:
+        """StatusRequest: one StatusReport with the order's current or final state."""
+        if len(w) != 10:
+            raise MalformedCommand(_problem(w))
+        _, session, clordid, order_id, symbol, side, req_id, reply_to, seq, ts = w
+        if not (type(session) is str and type(clordid) is str and type(order_id) is str
+                and type(symbol) is str and type(side) is int and type(req_id) is str
+                and type(reply_to) is str and type(seq) is int and type(ts) is int
+                and session and clordid and reply_to):
+            raise MalformedCommand(_problem(w))
+        state = self._session(session)
+        key = (clordid, seq)
+        if key in state.queries:
+            return True  # the same request written twice by a producer that retried: answered once
+        state.queries.append(key)
+        report = self._find(state, clordid, order_id)
+        if isinstance(report, str):
+            self._out.append((reply_to, (_STATUS_REPORT, session, clordid, "NONE", symbol, side, 0, 0, 0, 0,
+                                         0, ST_REJECTED, report, req_id, self._exec_id(), ts)))
+            return False
+        c, oid, o_symbol, o_side, price, qty, cum, cost, status, text = report
+        leaves = qty - cum if status in (ST_NEW, ST_PARTIAL) else 0
+        self._out.append((reply_to, (_STATUS_REPORT, session, c, oid, o_symbol, o_side, price, qty, cum,
+                                     leaves, cost, status, text, req_id, self._exec_id(), ts)))
+        return False
+
+    def _find(self, state: SessionState, clordid: str,
+              order_id: str) -> str | tuple[str, str, str, int, int, int, int, int, int, str]:
+        """The order a StatusRequest asks about, as (clordid, order_id, symbol, side, price, qty, cum,
+        cost, OrdStatus, text), or why there is none (a text)."""
+        current = clordid
+        while current in state.renamed:  # a version replaced away: the order under its last ClOrdID
+            current = state.renamed[current]
+        order = state.live.get(current)
+        rec: DoneRecord | None = None
+        if order is None:
+            rec = state.find_done(clordid=current)
+        if order is None and rec is None and order_id:
+            order = next((o for o in state.live.values() if o.order_id == order_id), None)
+            if order is None:
+                rec = state.find_done(order_id=order_id)
+            if (order is not None or rec is not None) and clordid in state.seen:
+                return f"order {order_id} is not order {clordid}"
+        if order is not None:
+            if order_id and order.order_id != order_id:
+                return f"order {clordid} has OrderID {order.order_id}, not {order_id}"
+            return (order.clordid, order.order_id, order.symbol, order.side, order.price, order.qty,
+                    order.cum, order.cost, ST_PARTIAL if order.cum else ST_NEW, "")
+        if rec is not None:
+            if order_id and rec[1] != order_id and rec[1] != "NONE":
+                return f"order {clordid} has OrderID {rec[1]}, not {order_id}"
+            return (*rec, "order rejected" if rec[8] == ST_REJECTED else "")
+        if current not in state.seen or state.closed.get(current) == NOT_AN_ORDER:
+            if order_id:
+                return f"unknown order {clordid} (OrderID {order_id})"
+            return f"unknown order {clordid}"
+        status = state.closed.get(current, ST_FILLED)
+        return (f"order {clordid} is no longer held ({_STATUS_TEXT.get(status, status)}): the exchange keeps "
+                f"the final state of a session's last {self._keep} done orders")
+
+    def _mass_cancel(self, w: Wire) -> bool:
+        """MassCancel: a MassCancelReport, then a Cancelled for each order of the scope."""
+        if len(w) != 9:
+            raise MalformedCommand(_problem(w))
+        _, session, clordid, request_type, symbol, side, reply_to, seq, ts = w
+        if not (type(session) is str and type(clordid) is str and type(request_type) is int
+                and type(symbol) is str and type(side) is int and type(reply_to) is str and type(seq) is int
+                and type(ts) is int and session and clordid and reply_to):
+            raise MalformedCommand(_problem(w))
+        state = self._session(session)
+        prior = state.seen.get(clordid)
+        if prior == seq:
+            return True
+        # An exchange id for the request, from the order counter (so ids stay deterministic).
+        n = self.next_order
+        self.next_order = n + 1
+        request_id = self.id_prefix + "Q" + str(n)
+        reason, text = MASS_REJ_OTHER, ""
+        if prior is not None:
+            text = f"duplicate ClOrdID {clordid} in this session"
+        elif request_type not in (MASS_CANCEL_SYMBOL, MASS_CANCEL_ALL):
+            if 2 <= request_type <= 6:
+                reason = MASS_REJ_NOT_SUPPORTED
+            text = (f"mass cancel request type {request_type} is not supported: only 1 (one symbol) or 7 "
+                    "(all orders)")
+        elif request_type == MASS_CANCEL_SYMBOL and symbol not in self.books:
+            reason, text = MASS_REJ_UNKNOWN_SECURITY, f"unknown symbol {symbol}"
+        elif side not in (0, BUY, SELL):
+            text = f"side {side} is neither 0 (both), 1 (buy) nor 2 (sell)"
+        if prior is None:
+            state.seen[clordid] = seq
+            state.closed[clordid] = NOT_AN_ORDER
+        if text:
+            self._out.append((reply_to, (_MASS_CANCEL_REPORT, session, clordid, request_id, request_type, 0,
+                                         reason, 0, symbol, side, text, ts)))
+            return False
+        one = request_type == MASS_CANCEL_SYMBOL
+        hit = [o for o in state.live.values()
+               if (not one or o.symbol == symbol) and (not side or o.side == side)]
+        self._out.append((reply_to, (_MASS_CANCEL_REPORT, session, clordid, request_id, request_type,
+                                     request_type, 0, len(hit), symbol, side, "", ts)))
+        for order in hit:
+            self.books[order.symbol].remove(order)
+            del state.live[order.clordid]
+            state.closed[order.clordid] = ST_CANCELED
+            state.keep(order)
+            self._cancelled(order, "mass cancel", ts)
+            self._dirty[order.symbol] = ts
+        return False
+
+    def _image_request(self, w: Wire) -> bool:
+        """ImageRequest: a BookImage of every book after this batch's BookUpdates (a query: a
+        request written twice gives a second image, which is just as exact)."""
+        if len(w) != 3:
+            raise MalformedCommand(_problem(w))
+        _, reply_to, ts = w
+        if not (type(reply_to) is str and type(ts) is int and reply_to):
+            raise MalformedCommand(_problem(w))
+        self._image_ts = ts
         return False
 
     # ------------------------------------------------------------------ snapshot
@@ -643,7 +889,7 @@ class Engine:
         )
         sessions = tuple(
             (s.name, tuple(s.seen), tuple(s.seen.values()), tuple(s.closed), tuple(s.closed.values()),
-             tuple(s.live))
+             tuple(s.live), s.done_records(), tuple(s.renamed), tuple(s.renamed.values()), tuple(s.queries))
             for s in self.sessions.values()
         )
         return MatcherSnapshot(shard, last_id, self.next_order, self.next_exec, self.next_match, orders,
@@ -651,16 +897,27 @@ class Engine:
 
     @classmethod
     def restore(cls, snap: MatcherSnapshot, instruments: Iterable[Instrument], *,
-                limits: Limits | None = None, id_prefix: str = "") -> Engine:
-        """An engine in exactly the state ``snap`` recorded (it must be this shard's)."""
-        engine = cls(instruments, limits=limits, id_prefix=id_prefix)
+                limits: Limits | None = None, id_prefix: str = "", book_updates: bool = False) -> Engine:
+        """An engine in exactly the state ``snap`` recorded (it must be this shard's).
+
+        Market data carries on from the restored books: the next BookUpdate is relative to them.
+        """
+        engine = cls(instruments, limits=limits, id_prefix=id_prefix, book_updates=book_updates)
         engine.next_order, engine.next_exec, engine.next_match = (
             snap.next_order, snap.next_exec, snap.next_match)
         engine.end_of_day = snap.end_of_day
-        for name, seen_ids, seen_seqs, closed_ids, closed_status, _ in snap.sessions:
-            state = engine.sessions[name] = SessionState(name)
+        for item in snap.sessions:
+            # 10 items; 6 in a snapshot written before the done orders, replaced ClOrdIDs and status
+            # requests were kept (none then).
+            name, seen_ids, seen_seqs, closed_ids, closed_status, _ = item[:6]
+            done, renamed_ids, renamed_to, queries = item[6:] if len(item) == 10 else ((), (), (), ())
+            state = engine.sessions[name] = SessionState(name, engine._keep)
             state.seen = dict(zip(seen_ids, seen_seqs, strict=True))
             state.closed = dict(zip(closed_ids, closed_status, strict=True))
+            for rec in done[-engine._keep:]:
+                state.keep(tuple(rec))
+            state.renamed = dict(zip(renamed_ids, renamed_to, strict=True))
+            state.queries.extend(tuple(q) for q in queries)
         by_key: dict[tuple[str, str], Order] = {}
         for item in snap.orders:
             # 13 items; 12 in a snapshot written before Order.stp existed (prevention off).
@@ -674,9 +931,12 @@ class Engine:
                           leaves=leaves, cum=cum, cost=cost, stp=stp)
             book.add(order)
             by_key[(session, clordid)] = order
-        for name, *_, live in snap.sessions:
+        for item in snap.sessions:
+            name, live = item[0], item[5]
             state = engine.sessions[name]
             state.live = {clordid: by_key[(name, clordid)] for clordid in live}
+        for book in engine.books.values():
+            book.show_all()
         return engine
 
 

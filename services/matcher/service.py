@@ -67,7 +67,7 @@ class MatcherService:
         self.stream = streams.orders_stream(self.shard)
         self.snapshot_key = streams.snapshot_key(self.shard)
         self.maxlen = settings.common.stream_maxlen
-        self.limits = Limits(depth_levels=settings.depth_levels)
+        self.limits = Limits(depth_levels=settings.depth_levels, done_orders=settings.done_orders)
         self.consumer = self._consumer(settings)
         self.engine = self._new_engine()
         # Counters (read by the health thread; plain ints and strings, swapped whole).
@@ -98,7 +98,8 @@ class MatcherService:
         return StreamConsumer(*args, **kwargs)  # rediss://: TLS stays with redis-py
 
     def _new_engine(self) -> Engine:
-        return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-")
+        return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-",
+                      book_updates=True)
 
     # ------------------------------------------------------------------ recovery
 
@@ -114,7 +115,7 @@ class MatcherService:
                 if not isinstance(snap, MatcherSnapshot) or snap.shard != self.shard:
                     raise RecoveryError(f"{self.snapshot_key} does not hold shard {self.shard}'s snapshot")
                 self.engine = Engine.restore(snap, self.settings.instruments, limits=self.limits,
-                                             id_prefix=f"{self.shard}-")
+                                             id_prefix=f"{self.shard}-", book_updates=True)
             except (SchemaError, ValueError, KeyError, TypeError) as exc:
                 raise RecoveryError(f"{self.snapshot_key} cannot be restored: {exc}") from None
             covered = snap.last_id
