@@ -5,7 +5,8 @@
 QuickFIX copies the acceptor's data dictionary into each session. This starts a redis-server, the
 matcher and ``python -m services.gateway`` the way the tests do, once with the whole exchange
 dictionary (FIXLAB_TRIM_DICTIONARY=0, as before issue 12) and once trimmed to the messages the
-exchange speaks (the default), one after the other in the same run. For each it reads VmRSS and
+exchange speaks (the default; since issue 14 those it only sends keep only the fields it writes),
+one after the other in the same run. For each it reads VmRSS and
 VmHWM from /proc/<pid>/status once the acceptor listens, then again after a few sessions logged on
 and traded. The target (issue 12): at most 200 MiB resident, trimmed, with all sessions configured.
 """

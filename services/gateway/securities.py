@@ -12,8 +12,8 @@ the NoRelatedSym (146) group:
   5.0), as ``key=value`` words a program can split: ``tick=0.01 reference=100.00
   band=80.00-120.00 min_qty=1 max_qty=1000 matching=price-time``.
 
-SecurityListRequestType (559): 0 one symbol (55 required; an unknown or missing symbol gets 560=2,
-no instruments found, with no group) and 4 all; the others (by type, product, trading session)
+SecurityListRequestType (559): 0 one symbol (an unknown symbol gets 560=2, no instruments found,
+with no group; no symbol at all, 560=1) and 4 all; the others (by type, product, trading session)
 get 560=1, invalid or unsupported request. SecurityList has no Text field in FIX 4.4.
 """
 
@@ -71,10 +71,12 @@ class SecurityLists:
         if kind == REQUEST_ALL:
             symbols = list(self._entries)
         elif kind == REQUEST_SYMBOL:
-            symbol = f.get("55", "")
-            symbols = [symbol] if symbol in self._entries else []
-            if not symbols:
+            symbol = f.get("55")
+            if not symbol:
+                return self._head(f, RESULT_INVALID)
+            if symbol not in self._entries:
                 return self._head(f, RESULT_NOT_FOUND)
+            symbols = [symbol]
         else:
             return self._head(f, RESULT_INVALID)
         return (self._head(f, RESULT_VALID) + f"393={len(symbols)}{SOH}893=Y{SOH}146={len(symbols)}{SOH}"

@@ -34,6 +34,7 @@ from shared.clock import now_ns
 from shared.config import ConfigError
 from shared.fix.dictionary import (
     EXCHANGE_MESSAGES,
+    WRITTEN,
     Dictionary,
     DictionaryError,
     load,
@@ -90,7 +91,7 @@ class Gateway:
             self.dictionary = write_exchange_dictionary(settings.dictionary_path, settings.data_dictionary)
             exchange = load(str(self.dictionary))
             self.acceptor_dictionary = (write_acceptor_dictionary(
-                settings.acceptor_dictionary_path, self.dictionary, acceptor_types(exchange))
+                settings.acceptor_dictionary_path, self.dictionary, acceptor_types(exchange), WRITTEN)
                 if settings.trim_dictionary else self.dictionary)
         except DictionaryError as exc:
             raise ConfigError(str(exc)) from None

@@ -13,7 +13,11 @@ What differs, on purpose, for such a message (never for the messages the exchang
 is no longer checked (a malformed QuoteRequest gets this 380=3, where it got a Reject naming the bad
 field), and, as for every message QuickFIX rejects, it is answered before the sequence number,
 SendingTime and CompID checks. A field FIX 4.4 defines but no kept message uses, sent in a kept
-message, is now "Invalid tag number" (373=0) where it was 373=2, 5 or 6.
+message, is now "Invalid tag number" (373=0) where it was 373=2, 5 or 6. The messages the exchange
+only sends (ExecutionReport, OrderMassCancelReport, SecurityList, market data...) keep only the fields
+it writes (shared.fix.dictionary.WRITTEN): a client that sends one of them with other fields gets a
+session Reject naming the field where it got a BusinessMessageReject. What a client may send (D, F, G,
+H, q, x, V) is kept whole and validates exactly as with the stock file.
 """
 
 from __future__ import annotations

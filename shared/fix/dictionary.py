@@ -28,17 +28,38 @@ import re
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 FILE_NAME = "FIXLAB-FIX44.xml"
 # The application messages the exchange speaks, received and sent, that the acceptor's dictionary
 # keeps (with the session level): orders, their status and mass cancel, the security list and
-# market data, each with the fields, components and groups stock FIX 4.4 gives it.
+# market data. What a client sends is kept whole, with the fields, components and groups stock
+# FIX 4.4 gives it; what the exchange only sends is kept with the fields it writes (WRITTEN).
 RECEIVED_MESSAGES = frozenset({"D", "F", "G", "H", "q", "x", "V"})
 SENT_MESSAGES = frozenset({"8", "9", "j", "r", "y", "W", "X", "Y"})
 EXCHANGE_MESSAGES = RECEIVED_MESSAGES | SENT_MESSAGES
+# The tags the exchange writes in each message it only sends (besides the header and trailer), where
+# it writes them: services/gateway/outbound.py, inbound.py (refusals), securities.py, marketdata.py,
+# and QuickFIX's own BusinessMessageReject. A tests/unit check holds every body they write to this.
+WRITTEN: dict[str, frozenset[int]] = {
+    # ExecutionReport: OrderID, ExecID, ClOrdID, OrigClOrdID, ExecType, OrdStatus, Symbol, Side,
+    # OrderQty, OrdType, Price, TimeInForce, LastPx, LastQty, LeavesQty, CumQty, AvgPx, TransactTime,
+    # SecondaryExecID, TrdMatchID, Text, OrdRejReason, OrdStatusReqID.
+    "8": frozenset({37, 17, 11, 41, 150, 39, 55, 54, 38, 40, 44, 59, 31, 32, 151, 14, 6, 60, 527, 880, 58,
+                    103, 790}),
+    "9": frozenset({37, 11, 41, 39, 434, 102, 60, 58}),  # OrderCancelReject
+    "j": frozenset({45, 372, 379, 380, 58}),  # BusinessMessageReject (QuickFIX's)
+    "r": frozenset({11, 37, 530, 531, 532, 533, 55, 54, 60, 58}),  # OrderMassCancelReport
+    "y": frozenset({320, 322, 560, 393, 893, 146, 55, 107, 561, 562, 58}),  # SecurityList
+    # Market data: MDReqID, Symbol, NoMDEntries with MDUpdateAction, MDEntryType, MDEntryID,
+    # MDEntryRefID, MDEntryPx, MDEntrySize, MDEntryDate, MDEntryTime, NumberOfOrders,
+    # MDEntryPositionNo, Text; the reject's MDReqRejReason and Text.
+    "W": frozenset({262, 55, 268, 269, 278, 270, 271, 272, 273, 346, 290, 58}),
+    "X": frozenset({262, 268, 279, 269, 278, 280, 55, 270, 271, 272, 273, 346, 290, 58}),
+    "Y": frozenset({262, 281, 58}),
+}
 TRD_MATCH_ID = 880
 MULTI_VALUE_TYPES = frozenset({"MULTIPLEVALUESTRING", "MULTIPLECHARVALUE", "MULTIPLESTRINGVALUE"})
 
@@ -91,13 +112,20 @@ def exchange_dictionary(xml: str) -> str:
     return xml[:at] + line + xml[at:]
 
 
-def acceptor_dictionary(xml: str, msg_types: Iterable[str]) -> str:
+def acceptor_dictionary(xml: str, msg_types: Iterable[str],
+                        written: Mapping[str, Iterable[int]] | None = None) -> str:
     """Return ``xml`` with only the messages ``msg_types`` and what they use, for the acceptor.
 
     Kept whole: the header, the trailer, each kept message with its components and groups, and every
     field they list, with its type and enum values, so a kept message validates exactly as with
     ``xml``. Dropped: the other messages, the components and fields nothing kept uses, and enum
     descriptions (QuickFIX keeps them only as names; validation never reads them).
+
+    ``written`` (MsgType -> tags) slims the messages the acceptor only sends: each keeps only the
+    listed tags and its required fields, where the message lists them (components expanded, groups
+    kept as groups), in the same order. QuickFIX needs an outgoing message's dictionary only to
+    store and resend it (a resend parses the stored text: a group it does not know would be torn
+    apart), and each session's copy of the dictionary costs memory.
     """
     try:
         root = ET.fromstring(xml)
@@ -116,7 +144,16 @@ def acceptor_dictionary(xml: str, msg_types: Iterable[str]) -> str:
     for message in list(messages):
         if message.get("msgtype") not in wanted:
             messages.remove(message)
-    by_name = {c.get("name"): c for c in components}
+    by_name = {c.get("name", ""): c for c in components}
+    if written:
+        numbers = {f.get("name", ""): int(f.get("number", "0")) for f in fields}
+        for message in messages:
+            tags = written.get(message.get("msgtype", ""))
+            if tags is not None:
+                kept = _slim(message, True, frozenset(tags), by_name, numbers)
+                for child in list(message):
+                    message.remove(child)
+                message.extend(kept)
     used_components: set[str] = set()
     used_fields: set[str] = set()
 
@@ -148,6 +185,36 @@ def acceptor_dictionary(xml: str, msg_types: Iterable[str]) -> str:
     return ET.tostring(root, encoding="unicode") + "\n"
 
 
+def _slim(node: ET.Element, required: bool, tags: frozenset[int], components: Mapping[str, ET.Element],
+          numbers: Mapping[str, int]) -> list[ET.Element]:
+    """The fields and groups of ``node`` that are in ``tags`` or required, components expanded."""
+    out: list[ET.Element] = []
+    for child in node:
+        name = child.get("name", "")
+        needed = required and child.get("required") == "Y"  # QuickFIX: required where its parents are
+        if child.tag == "component":
+            if name not in components:
+                raise DictionaryError(f"component {name} is used but not defined")
+            out += _slim(components[name], needed, tags, components, numbers)
+        elif child.tag in ("field", "group") and (needed or numbers.get(name) in tags):
+            kept = ET.Element(child.tag, name=name, required="Y" if needed else "N")
+            if child.tag == "group":
+                # The first field of an entry delimits the entries: it stays, whatever ``tags`` say.
+                first = numbers.get(_first_field(child, components), 0)
+                kept.extend(_slim(child, True, tags | {first}, components, numbers))
+            out.append(kept)
+    return out
+
+
+def _first_field(node: ET.Element, components: Mapping[str, ET.Element]) -> str:
+    for child in node:
+        if child.tag in ("field", "group"):
+            return child.get("name", "")
+        if child.tag == "component":
+            return _first_field(components[child.get("name", "")], components)
+    return ""
+
+
 def write_exchange_dictionary(dest: Path, source: Path | None = None) -> Path:
     """Derive the exchange's dictionary from ``source`` (default: the installed one) into ``dest``.
 
@@ -162,10 +229,12 @@ def write_exchange_dictionary(dest: Path, source: Path | None = None) -> Path:
     return _write_if_changed(dest, text)
 
 
-def write_acceptor_dictionary(dest: Path, exchange: Path, msg_types: Iterable[str]) -> Path:
-    """Trim the exchange's dictionary file ``exchange`` to ``msg_types`` into ``dest``."""
+def write_acceptor_dictionary(dest: Path, exchange: Path, msg_types: Iterable[str],
+                              written: Mapping[str, Iterable[int]] | None = None) -> Path:
+    """Trim the exchange's dictionary file ``exchange`` to ``msg_types`` (``written``: see
+    ``acceptor_dictionary``) into ``dest``."""
     try:
-        text = acceptor_dictionary(exchange.read_text(encoding="utf-8"), msg_types)
+        text = acceptor_dictionary(exchange.read_text(encoding="utf-8"), msg_types, written)
     except OSError as exc:
         raise DictionaryError(f"cannot read the exchange's dictionary {exchange}: {exc.strerror}") from None
     return _write_if_changed(dest, text)

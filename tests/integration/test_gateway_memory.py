@@ -38,8 +38,10 @@ def test_the_acceptor_validates_with_a_trimmed_copy_and_publishes_the_whole(stac
     published = load(str(run / "FIXLAB-FIX44.xml"))
     acceptor = load(str(run / "FIXLAB-FIX44-acceptor.xml"))
     assert len(published.messages) == 93
-    # The session level (with XMLnonFIX, n), the orders it handles and the reports it sends.
-    assert set(acceptor.messages) == {"0", "1", "2", "3", "4", "5", "A", "n", "D", "F", "G", "8", "9", "j"}
+    # The session level (with XMLnonFIX, n), the orders it handles and the reports it sends; issue 14's
+    # status, mass cancel, security list and market data.
+    assert set(acceptor.messages) == {"0", "1", "2", "3", "4", "5", "A", "n", "D", "F", "G", "8", "9", "j",
+                                      "H", "q", "r", "x", "y", "V", "W", "X", "Y"}
 
 
 def test_a_message_with_groups_the_acceptor_does_not_know_gets_a_business_reject(stack: Stack) -> None:
