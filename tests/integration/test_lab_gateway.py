@@ -98,3 +98,67 @@ def test_silent_against_the_gateway(stack: Stack) -> None:
     assert not [w for w in lab.wire() if w.source == "exchange" and w.n > logout.n]  # its last word
     assert end.exchange_next_target_seq < end.next_sender_seq
     assert stack.gateway.poll() is None  # the gateway is still up
+
+
+def test_self_trade_prevention_set_by_a_lab_session(stack: Stack) -> None:
+    """The page's setting reaches the gateway's translation: the session's own crossing order (the
+    aggressor) is cancelled, saying why, and its resting order stays; off again, it trades."""
+    r = redis.Redis.from_url(stack.redis_url)
+    lab = logged_on(r, "gw-stp")
+    gw = stack.gateway_id
+    command(r, gw, lab.lab_id, "stp", value="2")  # cancel aggressor
+    lab.wait_notice("cancel aggressor")
+    command(r, gw, lab.lab_id, "order", symbol="BIRCH.LAB", side=1, price="26.10", qty=2)
+    rest_id = tags(lab.wait_wire("exchange", "8", t150="0").raw)[11]
+    command(r, gw, lab.lab_id, "order", symbol="BIRCH.LAB", side=2, price="26.10", qty=1)
+    sell = lab.wait_wire("client", "D", t54="2")
+    sell_id = tags(sell.raw)[11]
+    gone = tags(lab.wait_wire("exchange", "8", t11=sell_id, t150="4").raw)
+    assert gone[39] == "4" and gone[58].startswith("self-trade prevention") and gone[14] == "0"
+    assert not lab.find("exchange", "8", t11=rest_id, t150="4")  # the resting order stands
+    assert not lab.find("exchange", "8", t150="F")
+    # Back to off: the same cross trades with itself (the sessions file's mode, none).
+    command(r, gw, lab.lab_id, "stp", value="0")
+    eventually(lambda: len([n for n in lab.notices() if "prevention for" in n.text]) == 2,
+               what="the second setting's notice")
+    command(r, gw, lab.lab_id, "order", symbol="BIRCH.LAB", side=2, price="26.10", qty=1)
+    eventually(lambda: len(lab.find("exchange", "8", t150="F")) == 2, what="a self-trade: both sides filled")
+
+
+def test_status_and_mass_cancel_against_the_gateway(stack: Stack) -> None:
+    """H answered by an ExecutionReport ExecType I; q by an OrderMassCancelReport then a Cancelled
+    ExecutionReport per order; all valid for the session's strict engine (no session Reject)."""
+    r = redis.Redis.from_url(stack.redis_url)
+    lab = logged_on(r, "gw-status")
+    gw = stack.gateway_id
+    command(r, gw, lab.lab_id, "order", symbol="BIRCH.LAB", side=2, price="27.30", qty=3)
+    clordid = tags(lab.wait_wire("exchange", "8", t150="0").raw)[11]
+    command(r, gw, lab.lab_id, "status", orig_clordid=clordid)
+    status = tags(lab.wait_wire("exchange", "8", t150="I").raw)
+    assert (status[11], status[39], status[151]) == (clordid, "0", "3")
+    command(r, gw, lab.lab_id, "order", symbol="BIRCH.LAB", side=2, price="27.40", qty=1)
+    eventually(lambda: len(lab.find("exchange", "8", t150="0")) == 2, what="second order New")
+    command(r, gw, lab.lab_id, "mass_cancel", symbol="BIRCH.LAB")
+    report = tags(lab.wait_wire("exchange", "r").raw)
+    assert (report[530], report[531], report[533]) == ("1", "1", "2")
+    eventually(lambda: len(lab.find("exchange", "8", t150="4")) == 2, what="two Cancelled reports")
+    eventually(lambda: (s := lab.state()) and s.orders == () and s, what="no open orders left")
+    assert not lab.find("exchange", "3") and not lab.find("client", "3")  # no session Reject either way
+
+
+def test_market_data_against_the_gateway(stack: Stack) -> None:
+    """V answered by a W, then an X as the book changes, each entry starting with its group's first
+    field and valid for the session's strict engine (no session Reject either way)."""
+    r = redis.Redis.from_url(stack.redis_url)
+    lab = logged_on(r, "gw-md")
+    gw = stack.gateway_id
+    command(r, gw, lab.lab_id, "md_subscribe", symbol="BIRCH.LAB", value="0")
+    w = tags(lab.wait_wire("exchange", "W").raw)
+    assert w[55] == "BIRCH.LAB"
+    command(r, gw, lab.lab_id, "order", symbol="BIRCH.LAB", side=2, price="27.70", qty=3)
+    lab.wait_wire("exchange", "8", t150="0")
+    x = lab.wait_wire("exchange", "X").raw.decode()
+    assert "\x01268=1\x01279=0\x01269=1\x0155=BIRCH.LAB\x01270=27.7" in x and "\x01271=3\x01" in x
+    command(r, gw, lab.lab_id, "md_unsubscribe", symbol="BIRCH.LAB")
+    lab.wait_wire("client", "V", t263="2")
+    assert not lab.find("exchange", "3") and not lab.find("client", "3")

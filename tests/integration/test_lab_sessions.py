@@ -160,3 +160,50 @@ def test_stop_logs_out_every_session(redis_url: str) -> None:
         for lab in labs:
             assert lab.find("client", "5") and lab.find("exchange", "5")
             assert lab.state().status == "ended"  # type: ignore[union-attr]
+
+
+def test_issue_14_commands_on_the_wire(redis_url: str) -> None:
+    """TimeInForce, OrderStatusRequest, OrderMassCancelRequest, MarketDataRequest: what the visitor's
+    engine sends, and that the exchange's engine (validating with the exchange's dictionary) takes it."""
+    r = redis.Redis.from_url(redis_url)
+    with plain_exchange() as exchange, lab_manager(redis_url, exchange.port):
+        lab = Lab(r, "issue14-1")
+        start_lab(r, lab.lab_id)
+        lab.wait_status("logged_on")
+        command(r, GW, lab.lab_id, "order", symbol="ACORN.LAB", side=2, price="101.00", qty=4, tif=3)
+        nos = tags(lab.wait_wire("client", "D").raw)
+        assert nos[59] == "3"
+        clordid = nos[11]
+        lab.wait_wire("exchange", "8", t150="0", t11=clordid)
+
+        command(r, GW, lab.lab_id, "status", orig_clordid=clordid)
+        h = tags(lab.wait_wire("client", "H").raw)
+        assert (h[11], h[37], h[55], h[54]) == (clordid, f"X{clordid}", "ACORN.LAB", "2") and h[790]
+
+        command(r, GW, lab.lab_id, "mass_cancel")
+        q = tags(lab.wait_wire("client", "q").raw)
+        assert q[530] == "7" and 55 not in q and q[11] and q[60]
+        command(r, GW, lab.lab_id, "mass_cancel", symbol="BIRCH.LAB")
+        q = tags(lab.wait_wire("client", "q", t530="1").raw)
+        assert q[55] == "BIRCH.LAB"
+
+        command(r, GW, lab.lab_id, "md_subscribe", symbol="ACORN.LAB", value="0")
+        v = lab.wait_wire("client", "V", t263="1")
+        text = v.raw.decode()
+        assert "\x01267=3\x01269=0\x01269=1\x01269=2\x01" in text  # the entry types, as a group
+        assert "\x01146=1\x0155=ACORN.LAB\x01" in text
+        assert (tags(v.raw)[264], tags(v.raw)[265]) == ("0", "1")
+        command(r, GW, lab.lab_id, "md_unsubscribe", symbol="ACORN.LAB")
+        off = tags(lab.wait_wire("client", "V", t263="2").raw)
+        assert off[262] == tags(v.raw)[262]
+
+        # The exchange's engine validated each with the exchange's dictionary and handed it on.
+        got = eventually(lambda: (m := [f for f in exchange.received() if f.get(35) in ("H", "q", "V")])
+                         and len(m) == 5 and m, what="H, q, q, V, V at the exchange")
+        assert [f[35] for f in got] == ["H", "q", "q", "V", "V"]
+        assert not lab.find("exchange", "3")  # no session-level Reject of anything we sent
+
+        command(r, GW, lab.lab_id, "stp", value="2")  # a plain exchange has no self-trade prevention
+        lab.wait_notice("cannot be set on this gateway")
+        command(r, GW, lab.lab_id, "md_unsubscribe", symbol="ACORN.LAB")
+        lab.wait_notice("not subscribed")
