@@ -17,7 +17,7 @@ from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.intake import Publisher
 from services.gateway.lab import LabManager
 from services.gateway.lab.session import SetStp
-from services.gateway.mdfeed import MarketFeed
+from services.gateway.mdfeed import GroupSender, MarketFeed
 from services.gateway.outbound import Outbound
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
@@ -121,7 +121,8 @@ class Gateway:
                        if settings.direct_idle_s > 0 else None)
         # Market data (V/W/X/Y): idle until a session asks (mdfeed.py).
         self.market = MarketFeed(common.redis_url, common.instruments, settings.gateway_id,
-                                 self.registry.send, interval_s=settings.md_interval_s,
+                                 GroupSender(self.registry.get, self.acceptor_dictionary),
+                                 interval_s=settings.md_interval_s,
                                  max_trades=settings.md_max_trades, maxlen=common.stream_maxlen)
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
