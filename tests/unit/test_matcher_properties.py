@@ -9,7 +9,11 @@
 - a snapshot restored at any point carries on exactly;
 - IOC and FOK never rest; FOK trades all or nothing;
 - no self-trade when prevention is on (each session has its own mode: off, cancel resting, cancel
-  aggressor, cancel both), and each order cancelled by it is told why.
+  aggressor, cancel both), and each order cancelled by it is told why;
+- order status answers agree with the model (live: its current state; done: its final state while
+  the session's ring holds it, "no longer held" once it cannot; unknown: rejected with a reason);
+- a mass cancel reports first, cancels exactly the session's resting orders of its scope, no more;
+- a market-data mirror fed with every BookUpdate (and re-seeded by BookImages) is always the book.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from services.matcher.book import NO_ASK, NO_BID
-from services.matcher.engine import Engine, Limits
+from services.matcher.book import NO_ASK, NO_BID, Order
+from services.matcher.engine import ST_CANCELED, ST_FILLED, ST_NEW, ST_PARTIAL, ST_REJECTED, Engine, Limits
 from shared.config import Instrument
 from shared.schema import (
     BUY,
@@ -30,6 +34,8 @@ from shared.schema import (
     FOK,
     GTC,
     IOC,
+    MASS_CANCEL_ALL,
+    MASS_CANCEL_SYMBOL,
     SELL,
     STP_CANCEL_AGGRESSOR,
     STP_CANCEL_BOTH,
@@ -40,16 +46,22 @@ from shared.schema import (
     CancelOrder,
     EndOfDay,
     Filled,
+    ImageRequest,
+    MassCancel,
+    MassCancelReport,
     Message,
     NewOrder,
     Replaced,
     ReplaceOrder,
     SessionEnded,
+    StatusReport,
+    StatusRequest,
     decode,
     decode_batch,
     encode,
     encode_batch,
 )
+from tests.unit.test_matcher_market_data import Mirror, book_levels
 
 INSTRUMENTS = [Instrument("ACORN.LAB", 10000, Decimal("0.01")),
                Instrument("BIRCH.LAB", 2500, Decimal("0.01"), pro_rata=True)]
@@ -57,6 +69,7 @@ REF = {i.symbol: i.reference_ticks for i in INSTRUMENTS}
 PRO_RATA = {i.symbol for i in INSTRUMENTS if i.pro_rata}
 SESSIONS = ("A", "B", "C", "D")
 STP = {"A": STP_OFF, "B": STP_CANCEL_RESTING, "C": STP_CANCEL_AGGRESSOR, "D": STP_CANCEL_BOTH}
+DONE_KEPT = 2  # Limits.done_orders: small, so status answers meet orders no longer held
 
 
 @dataclass
@@ -70,12 +83,19 @@ class Tracked:
     key: int = 0  # when it won its place in the queue
     session: str = ""
     tif: int = DAY
+    clordid: str = ""  # its current ClOrdID
+    done_at: int = 0  # the command that ended it (0: not done)
 
 
 class EngineMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.engine = Engine(INSTRUMENTS, limits=Limits(max_open_per_session=8))
+        self.engine = Engine(INSTRUMENTS, limits=Limits(max_open_per_session=8, done_orders=DONE_KEPT),
+                             book_updates=True)
+        self.mirror = Mirror()
+        self.mirror.started = True  # the books start empty: a subscriber from the start needs no image
+        self.mirror.books = {symbol: {} for symbol in REF}
+        self.commands = 0
         self.seq = dict.fromkeys(SESSIONS, 0)
         self.n = 0
         self.orders: dict[str, Tracked] = {}  # order_id -> model
@@ -90,10 +110,12 @@ class EngineMachine(RuleBasedStateMachine):
         self.clock += 1
         return f"c{self.n}", self.seq[session], self.clock
 
-    def _apply(self, cmd: Message) -> None:
+    def _apply(self, cmd: Message) -> list[Message]:
         self.last = cmd
+        self.commands += 1
         events = self.engine.apply(cmd)
         assert decode_batch(encode_batch(events)) == events
+        self.mirror.take(events)
         maker_fills: list[Filled] = []
         stp_cancels: list[Cancelled] = []
         by_match: dict[str, list[Filled]] = {}
@@ -101,28 +123,33 @@ class EngineMachine(RuleBasedStateMachine):
             if isinstance(ev, Accepted):
                 self.clock += 1
                 self.orders[ev.order_id] = Tracked(ev.symbol, ev.side, ev.price, ev.qty, key=self.clock,
-                                                   session=ev.session, tif=ev.tif)
+                                                   session=ev.session, tif=ev.tif, clordid=ev.clordid)
                 self.by_clordid[(ev.session, ev.clordid)] = ev.order_id
             elif isinstance(ev, Replaced):
                 t = self.orders[ev.order_id]
                 if not (ev.price == t.price and ev.qty <= t.qty):
                     self.clock += 1
                     t.key = self.clock
-                t.price, t.qty = ev.price, ev.qty
+                t.price, t.qty, t.clordid = ev.price, ev.qty, ev.clordid
                 self.by_clordid[(ev.session, ev.clordid)] = ev.order_id
                 assert ev.leaves_qty == ev.qty - ev.cum_qty and ev.cum_qty == t.filled
             elif isinstance(ev, Filled):
                 t = self.orders[ev.order_id]
                 t.filled += ev.last_qty
                 assert ev.cum_qty == t.filled and ev.leaves_qty == t.qty - t.filled >= 0
+                if not ev.leaves_qty:
+                    t.done_at = self.commands
                 by_match.setdefault(ev.match_id, []).append(ev)
                 if ev.session != getattr(cmd, "session", None) or ev.clordid != getattr(cmd, "clordid", None):
                     maker_fills.append(ev)
             elif isinstance(ev, Cancelled):
                 t = self.orders[ev.order_id]
                 t.cancelled = t.qty - ev.cum_qty
+                t.done_at = self.commands
                 assert ev.cum_qty == t.filled
-                if isinstance(cmd, (CancelOrder, SessionEnded, EndOfDay)):
+                if isinstance(cmd, MassCancel):
+                    assert ev.text == "mass cancel" and ev.session == cmd.session
+                if isinstance(cmd, (CancelOrder, SessionEnded, EndOfDay, MassCancel)):
                     continue
                 # Cancelled by a new order or a replace: IOC/FOK, or self-trade prevention; it says why.
                 if ev.text.startswith("self-trade prevention"):
@@ -150,6 +177,7 @@ class EngineMachine(RuleBasedStateMachine):
             assert len(aggressor) <= 1
             assert (not resting) == (mode == STP_CANCEL_AGGRESSOR)
             assert bool(aggressor) == (mode != STP_CANCEL_RESTING)
+        return events
 
     def _check_fifo_fills(self, maker_fills: list[Filled]) -> None:
         fifo = [f for f in maker_fills if f.symbol not in PRO_RATA]
@@ -194,6 +222,72 @@ class EngineMachine(RuleBasedStateMachine):
         cid, seq, ts = self._stamp(session)
         self._apply(ReplaceOrder(session, cid, orig, t.symbol, t.side, price, qty, "gw", seq, ts))
 
+    @rule(data=st.data(), known=st.sampled_from((True, True, True, False)), by_order_id=st.booleans())
+    def status(self, data: st.DataObject, known: bool, by_order_id: bool) -> None:
+        keys = sorted(self.by_clordid)
+        if known and keys:
+            session, asked = data.draw(st.sampled_from(keys))
+        else:
+            session, asked = data.draw(st.sampled_from(SESSIONS)), "never-used"
+        order_id = self.by_clordid.get((session, asked), "")
+        cid, seq, ts = self._stamp(session)
+        given_id = order_id if by_order_id else ""
+        [answer] = self._apply(StatusRequest(session, asked, given_id, "ACORN.LAB", BUY, cid, "gw", seq, ts))
+        assert isinstance(answer, StatusReport) and answer.req_id == cid
+        if not order_id:
+            assert (answer.status, answer.order_id) == (ST_REJECTED, "NONE")
+            assert answer.text == "unknown order never-used"
+            return
+        t = self.orders[order_id]
+        final = (t.clordid, order_id, t.price, t.qty, t.filled)
+        got = (answer.clordid, answer.order_id, answer.price, answer.qty, answer.cum_qty)
+        if not t.done_at:
+            assert got == final
+            assert answer.status == (ST_PARTIAL if t.filled else ST_NEW)
+            assert answer.leaves_qty == t.qty - t.filled
+            return
+        # Done: held while fewer than DONE_KEPT orders of its session ended after it. Orders that end
+        # in the same command may be kept in another order than the events tell (makers, then the
+        # taker), so there the model allows either answer.
+        ended = [o.done_at for o in self.orders.values() if o.session == session and o.done_at]
+        later = sum(1 for d in ended if d > t.done_at)
+        same = sum(1 for d in ended if d == t.done_at)
+        if answer.status == ST_REJECTED:
+            assert answer.order_id == "NONE" and "no longer held" in answer.text
+            assert later + same > DONE_KEPT, "a recent done order is no longer held"
+        else:
+            assert later < DONE_KEPT, "an order that must have left the ring was answered"
+            assert got == final and answer.leaves_qty == 0
+            assert answer.status == (ST_FILLED if t.filled == t.qty else ST_CANCELED)
+
+    @rule(session=st.sampled_from(SESSIONS), symbol=st.sampled_from(sorted(REF)), one_symbol=st.booleans(),
+          side=st.sampled_from((0, BUY, SELL)))
+    def mass_cancel(self, session: str, symbol: str, one_symbol: bool, side: int) -> None:
+        def in_scope(o: Order) -> bool:
+            return (o.session == session and (not one_symbol or o.symbol == symbol)
+                    and (not side or o.side == side))
+
+        before = [o.order_id for b in self.engine.books.values() for o in b.orders()]
+        scope = {o.order_id for b in self.engine.books.values() for o in b.orders() if in_scope(o)}
+        cid, seq, ts = self._stamp(session)
+        request_type = MASS_CANCEL_SYMBOL if one_symbol else MASS_CANCEL_ALL
+        events = self._apply(MassCancel(session, cid, request_type, symbol if one_symbol else "", side, "gw",
+                                        seq, ts))
+        head = events[0]
+        assert isinstance(head, MassCancelReport) and head.response == request_type
+        cancelled = [ev.order_id for ev in events if isinstance(ev, Cancelled)]
+        assert head.affected == len(cancelled) and set(cancelled) == scope
+        after = [o.order_id for b in self.engine.books.values() for o in b.orders()]
+        assert after == [o for o in before if o not in scope]
+
+    @rule()
+    def market_image(self) -> None:
+        last = self.last
+        mirror = Mirror()  # a subscriber arriving now
+        mirror.take(self._apply(ImageRequest("gw", self.clock)))
+        self.last = last
+        assert mirror.books == self.mirror.books
+
     @rule(session=st.sampled_from(SESSIONS))
     def end_session(self, session: str) -> None:
         _, _, ts = self._stamp(session)
@@ -225,11 +319,17 @@ class EngineMachine(RuleBasedStateMachine):
     def snapshot_and_restore(self) -> None:
         # What a restarted matcher does: the restored engine must carry on exactly (queues, ids, ClOrdIDs).
         snap = decode(encode(self.engine.snapshot("0", "1-0", self.clock)))
-        restored = Engine.restore(snap, INSTRUMENTS, limits=self.engine.limits)  # type: ignore[arg-type]
+        restored = Engine.restore(snap, INSTRUMENTS, limits=self.engine.limits,  # type: ignore[arg-type]
+                                  book_updates=True)
         assert restored.snapshot("0", "1-0", self.clock) == snap
         self.engine = restored
 
     # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def market_data_mirror_is_the_book(self) -> None:
+        for symbol in REF:
+            assert self.mirror.books[symbol] == book_levels(self.engine, symbol)
 
     @invariant()
     def never_crossed(self) -> None:
