@@ -101,8 +101,12 @@ class GatewayApp(fix.Application):
                  cancel_on_disconnect: Container[str] | None = None,
                  direct: DirectIntake | None = None,
                  fix44_types: Container[str] = frozenset(),
-                 market_data: MarketFeed | None = None) -> None:
+                 market_data: MarketFeed | None = None,
+                 send_groups: Callable[[str, str], bool] | None = None) -> None:
         super().__init__()
+        # Sends a body with repeating groups (a SecurityList) parsed with the acceptor's dictionary
+        # (mdfeed.GroupSender); None: SecurityListRequest is answered as unsupported.
+        self.send_groups = send_groups
         self.market_data = market_data  # MarketDataRequest (V); None: answered as unsupported
         # The message types of FIX 4.4: those the acceptor's dictionary leaves out still get the
         # BusinessMessageReject they got when QuickFIX knew them (see unsupported.py).
@@ -199,9 +203,9 @@ class GatewayApp(fix.Application):
                 self.silence.heard(self.registry.comp_of(sid))
             except Exception:
                 self._failed("fromApp")
-        if msg_type == SECURITY_LIST_REQUEST:
+        if msg_type == SECURITY_LIST_REQUEST and self.send_groups is not None:
             try:
-                self.registry.send(self.registry.comp_of(sid), self.securities.answer(split_fields(raw)))
+                self.send_groups(self.registry.comp_of(sid), self.securities.answer(split_fields(raw)))
             except Exception:
                 self._failed("fromApp")
             return

@@ -103,7 +103,8 @@ class Outbound:
     def _status(self, ev: StatusReport) -> str:
         """ExecutionReport 150=I: the order's state as the matcher holds it (39=8 with 58: unknown)."""
         side = ev.side if ev.side in (BUY, SELL) else BUY
-        parts = [f"35=8\x0137={ev.order_id or NO_ORDER_ID}\x0117={ev.exec_id or STATUS_EXEC_ID}"
+        # FIX 4.4: ExecID is 0 on an order status report (it reports no execution).
+        parts = [f"35=8\x0137={ev.order_id or NO_ORDER_ID}\x0117={STATUS_EXEC_ID}"
                  f"\x0111={ev.clordid}\x01150=I\x0139={ev.status}\x0155={ev.symbol or 'NONE'}\x0154={side}"]
         if ev.qty > 0:  # an unknown order has no quantity nor price to tell
             parts.append(f"\x0138={ev.qty}\x0140=2\x0144={self._px(ev.symbol, ev.price)}")
@@ -111,7 +112,7 @@ class Outbound:
                      f"\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}\x0160={self._time(ev.ts)}")
         if ev.text:
             parts.append(f"\x0158={clean_text(ev.text)}")
-        if ev.status == REJECTED_STATUS and ev.order_id in ("", NO_ORDER_ID):
+        if ev.status == REJECTED_STATUS and ev.qty == 0:  # no such order here
             parts.append(f"\x01103={REJ_UNKNOWN_ORDER}")
         if ev.req_id:
             parts.append(f"\x01790={ev.req_id}")

@@ -127,7 +127,9 @@ class Gateway:
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
                               direct=self.direct, fix44_types=frozenset(exchange.messages),
-                              market_data=self.market)
+                              market_data=self.market,
+                              # Its own dictionary copy: the market-data thread parses with the other.
+                              send_groups=GroupSender(self.registry.get, self.acceptor_dictionary))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
                                     settings.gateway_id, self.outbound,

@@ -85,7 +85,7 @@ def test_a_known_orders_status_is_an_execution_report_of_exec_type_i(outbound: O
     ev = StatusReport("CLIENT01", "o1", "7", "ACORN.LAB", 2, 10_050, 10, 4, 6, 40_200, 1, "", "st-1", "E9",
                       TS)
     er = body(outbound.report(ev))
-    assert er == {"35": "8", "37": "7", "17": "E9", "11": "o1", "150": "I", "39": "1", "55": "ACORN.LAB",
+    assert er == {"35": "8", "37": "7", "17": "0", "11": "o1", "150": "I", "39": "1", "55": "ACORN.LAB",
                   "54": "2", "38": "10", "40": "2", "44": "100.50", "151": "6", "14": "4", "6": "100.50",
                   "60": "20260101-00:00:00.123", "790": "st-1"}
 
