@@ -15,6 +15,7 @@ import pytest
 
 from tests.e2e.webstack import WebProcess, bots_process, web_process
 from tests.gateway_stack import gateway_stack, matcher_available
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +28,7 @@ if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
 if not matcher_available():
     pytest.skip("services.matcher is not in this checkout yet", allow_module_level=True)
 
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Locator, Page, expect, sync_playwright  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +128,101 @@ def test_third_page_from_one_address_is_told_why(web: WebProcess) -> None:
             expect(pages[2].locator("#conn")).to_have_text("refused")
         finally:
             browser.close()
+
+
+def book(pg: Page, symbol: str) -> Locator:
+    return pg.locator(f'.book-pair[data-symbol="{symbol}"]')
+
+
+def ladder_rows(pg: Page, symbol: str, which: str) -> list[str]:
+    """The rows a ladder shows ("matcher" or "md"), as text, top to bottom."""
+    box = ".book.matcher" if which == "matcher" else ".mdbook"
+    return book(pg, symbol).locator(f"{box} tbody.asks tr, {box} tbody.bids tr").all_inner_texts()
+
+
+def test_market_data_status_and_ioc_from_the_page(web: WebProcess, page: Page, test_output: Path) -> None:
+    """Issue 14's page: subscribe, see W then X (groups shown as groups) as another session trades,
+    the two books agree; an IOC gets its remainder Cancelled; the status action gets ExecType I."""
+    expect(page.locator("#conn")).to_have_text("connected")
+    page.click("#b-logon")
+    expect(page.locator("#status")).to_have_text("logged on", timeout=20_000)
+    acorn = book(page, "ACORN.LAB")
+    expect(acorn.locator(".book.matcher tr.ask td.px").first).to_be_visible(timeout=20_000)
+    acorn.locator(".md-toggle").click()
+    expect(page.locator('.msg.client.app[data-type="V"]').first).to_be_visible()
+    expect(page.locator('.msg.exchange.app[data-type="W"]').first).to_be_visible(timeout=15_000)
+    expect(acorn.locator(".md-note")).to_contain_text("price level", timeout=15_000)
+    expect(acorn.locator(".md-toggle")).to_have_text("unsubscribe")
+
+    # Another session (a second page, its own FIX session) buys at the best ask: a trade.
+    browser = page.context.browser
+    assert browser is not None
+    other = browser.new_page()
+    other.goto(web.url)
+    other.click("#b-logon")
+    expect(other.locator("#status")).to_have_text("logged on", timeout=20_000)
+    other_ask = book(other, "ACORN.LAB").locator(".book.matcher tr.ask td.px").last
+    expect(other_ask).to_be_visible(timeout=20_000)
+    other_ask.click()
+    other.fill("#o-qty", "1")
+    other.click("#b-send")
+    expect(other.locator("#fills")).to_contain_text("bought", timeout=15_000)
+
+    # The visitor's wire: the W, then X messages (the trade, the level it took).
+    x = page.locator('.msg.exchange.app[data-type="X"]').filter(has_text="Trade").first
+    expect(x).to_be_visible(timeout=15_000)
+    kinds = page.locator('#wire .msg.exchange.app').evaluate_all("rs => rs.map(r => r.dataset.type)")
+    assert "W" in kinds and kinds.index("W") < kinds.index("X")
+    x.locator(".card").click()
+    group = x.locator('.details .group[data-tag="268"]')
+    expect(group).to_be_visible()
+    expect(group.locator(".entry").first).to_contain_text("MDUpdateAction")
+    expect(group.locator(".entry").first).to_contain_text("MDEntryType")
+    expect(x.locator(".details tr.group-count")).to_contain_text("NoMDEntries")
+    # The W's entries too, each a box of its own.
+    w = page.locator('.msg.exchange.app[data-type="W"]').first
+    w.locator(".card").click()
+    w_entries = w.locator('.details .group[data-tag="268"] > .entry')
+    expect(w_entries.first).to_contain_text("MDEntryPx")
+    assert w_entries.count() >= 2  # the bots quote both sides
+
+    # The two books agree: the page's own check over every level, and the ladders as shown.
+    expect(acorn.locator(".agree")).to_have_text("the two books agree", timeout=15_000)
+
+    def same_ladders() -> bool:
+        return ladder_rows(page, "ACORN.LAB", "matcher") == ladder_rows(page, "ACORN.LAB", "md")
+
+    eventually(same_ladders, 15, what="the matcher's ladder and the market data ladder show the same rows")
+    assert ladder_rows(page, "ACORN.LAB", "md")
+    page.screenshot(path=str(test_output / "web-market-data.png"))
+
+    # IOC below the best ask: nothing trades, the remainder is Cancelled with the reason.
+    bid = acorn.locator(".book.matcher tr.bid td.px").first
+    bid.click()
+    page.select_option("#o-tif", "ioc")
+    page.click("#b-send")
+    ioc = page.locator(".msg.exchange.app", has_text="IOC: remainder cancelled").first
+    expect(ioc).to_be_visible(timeout=15_000)
+    expect(ioc).to_contain_text("ExecType Canceled")
+    expect(page.locator('.msg.client.app[data-type="D"]', has_text="TimeInForce Immediate or cancel").first) \
+        .to_be_visible()
+
+    # A Day order that rests, then its status: ExecType I (order status).
+    page.select_option("#o-tif", "day")
+    bid.click()
+    page.click("#b-send")
+    row = page.locator("#orders tr", has_text="New").first
+    expect(row).to_be_visible(timeout=15_000)
+    row.locator(".status-btn").click()
+    expect(page.locator('.msg.client.app[data-type="H"]').first).to_be_visible(timeout=15_000)
+    status = page.locator(".msg.exchange.app", has_text="ExecType Order status").first
+    expect(status).to_be_visible(timeout=15_000)
+
+    # No session-level Reject either way: every message validated against the dictionary.
+    assert page.locator('#wire .msg[data-type="3"]').count() == 0
+    assert other.locator('#wire .msg[data-type="3"]').count() == 0
+    acorn.locator(".md-toggle").click()
+    expect(page.locator('.msg.client.app[data-type="V"]', has_text="Disable previous snapshot").first) \
+        .to_be_visible()
+    expect(acorn.locator(".md-note")).to_have_text("not subscribed")
+    other.close()
