@@ -23,9 +23,28 @@ from services.matcher.config import MatcherSettings, load
 from services.matcher.engine import Engine, Limits
 from services.matcher.service import MatcherService, RecoveryError
 from shared import bus, streams
-from shared.schema import Depth, Message, NewOrder, Trade, decode, decode_batch
+from shared.schema import (
+    BUY,
+    MASS_CANCEL_ALL,
+    SELL,
+    BookImage,
+    BookUpdate,
+    Cancelled,
+    Depth,
+    ImageRequest,
+    MassCancel,
+    MassCancelReport,
+    Message,
+    NewOrder,
+    StatusReport,
+    StatusRequest,
+    Trade,
+    decode,
+    decode_batch,
+)
 from tests.helpers import eventually
 from tests.unit.test_matcher_engine import Client, random_commands
+from tests.unit.test_matcher_market_data import Mirror, book_levels
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +147,44 @@ def test_orders_in_events_out(redis_url: str) -> None:
     assert r.xpending(ORDERS, streams.MATCHER_GROUP)["pending"] == 0
     # One entry per destination per batch: far fewer entries than events.
     assert r.xlen(streams.events_stream("gw0")) < len(read_all(r, streams.events_stream("gw0"))) / 5
+
+
+def test_status_mass_cancel_and_market_data_through_redis_across_a_restart(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url, FIXLAB_MATCHER_BATCH="2")
+    a, b, c = Client("A", "gw0"), Client("B", "gw0"), Client("C", "gw0")
+    first: list[Message] = [a.new(BUY, 9990, 5), a.new(SELL, 10010, 2), b.new(BUY, 9980, 1),
+                            a.new(BUY, 2490, 3, symbol="BIRCH.LAB"), ImageRequest("gw0", 5),
+                            b.new(BUY, 9990, 4)]
+    ids = write(r, first, per_entry=2)
+    with Running(settings):
+        eventually(lambda: applied(r) == ids[-1].decode(), timeout=30, what="first part applied")
+    second: list[Message] = [StatusRequest("A", "A-1", "", "ACORN.LAB", BUY, "q1", "gw0", 90, 90),
+                             MassCancel("A", "mc", MASS_CANCEL_ALL, "", 0, "gw0", 91, 91),
+                             c.new(SELL, 9980, 3)]
+    ids += write(r, second, per_entry=1)
+    with Running(settings) as service:  # the second part after a restart from the clean-stop snapshot
+        eventually(lambda: applied(r) == ids[-1].decode(), timeout=30, what="second part applied")
+    events = read_all(r, streams.events_stream("gw0"))
+    [status] = [m for m in events if isinstance(m, StatusReport)]
+    assert (status.clordid, status.order_id, status.status, status.leaves_qty, status.req_id) == (
+        "A-1", "0-1", 0, 5, "q1")
+    i = next(k for k, m in enumerate(events) if isinstance(m, MassCancelReport))
+    head, cancels = events[i], events[i + 1:i + 4]
+    assert isinstance(head, MassCancelReport) and (head.response, head.affected) == (MASS_CANCEL_ALL, 3)
+    assert [(m.clordid, m.text) for m in cancels if isinstance(m, Cancelled)] == [
+        ("A-1", "mass cancel"), ("A-2", "mass cancel"), ("A-3", "mass cancel")]
+    # A subscriber from the image on, through the restart, holds exactly the books.
+    market = read_all(r, streams.MARKET_STREAM)
+    start = next(k for k, m in enumerate(market) if isinstance(m, BookImage))
+    assert any(isinstance(m, BookUpdate) for m in market[start:])
+    mirror = Mirror()
+    mirror.take(market[start:])
+    for symbol in ("ACORN.LAB", "BIRCH.LAB"):
+        assert mirror.books[symbol] == book_levels(service.engine, symbol)
+    # B's 4 at 99.90 less the 3 C sold, B's 1 at 99.80; A's orders all cancelled.
+    assert mirror.books == {"ACORN.LAB": {(BUY, 9990): (1, 1), (BUY, 9980): (1, 1)}, "BIRCH.LAB": {}}
+    assert_same_as_in_process(r, settings, first + second)
 
 
 def test_bad_entries_and_malformed_commands_go_to_dead_letters(redis_url: str) -> None:
