@@ -4,8 +4,10 @@ answers one with a session Reject (35=3): an exchange sends, by default, only wh
 dictionary lets its counterparties receive.
 
 Covered: ExecutionReport New, PartiallyFilled, Filled (Trade), Replaced, Cancelled, Rejected by the
-gateway and by the matcher; OrderCancelReject from both; the exchange's session Reject, its
-BusinessMessageReject, its ResendRequest, Heartbeats, and its Logout when the gateway stops.
+gateway and by the matcher, Order status (150=I); OrderCancelReject from both; OrderMassCancelReport;
+SecurityList; the exchange's session Reject, its BusinessMessageReject, its ResendRequest, Heartbeats,
+and its Logout when the gateway stops. (Market data W/X/Y: test_gateway_marketdata.py; every case of
+H, q and x: test_gateway_status_masscancel.py.)
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ def test_a_strict_stock_client_takes_every_message_the_exchange_sends(stack: Sta
         # Its BusinessMessageReject: an OrderMassStatusRequest, valid FIX 4.4 that it does not take.
         send_a("AF", [(584, "ms-1"), (585, 7)])
         a.wait("j", lambda m: m.get(372) == "AF")
+        # An order status (ExecutionReport 150=I), a mass cancel report (r), the security list (y).
+        send_a("H", [(11, "sa-6"), (55, "ACORN.LAB"), (54, 1)])
+        assert a.wait("8", lambda m: m.get(11) == "sa-6" and m.get(150) == "I")[39] == "0"
+        send_a("q", [(11, "sa-mc"), (530, 1), (55, "BIRCH.LAB"), (60, now)])
+        assert a.wait("r", lambda m: m.get(11) == "sa-mc")[533] == "0"
+        send_a("x", [(320, "sa-sl"), (559, 4)])
+        assert a.wait("y", lambda m: m.get(320) == "sa-sl")[146] == "2"
         # Its ResendRequest: a gap in what the client sends (its engine answers with a GapFill), and
         # the session goes on.
         session = fix.Session.lookupSession(sa.sid)
