@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 APT := $(shell command -v apt-get 2>/dev/null)
 
-.PHONY: install system-deps browser run test test-fast bench lint clean
+.PHONY: install system-deps browser run test test-fast bench chaos lint clean
 
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -49,6 +49,11 @@ bench: install
 	@# 50,000 samples of every adapter would take hours here), then the project's codec at 50,000.
 	@$(BIN)/python -m benchmarks.codec --samples 2000 --warmup 200
 	@$(BIN)/python -m benchmarks.codec --samples 50000 --warmup 5000 --adapter shared.fix --merge
+
+# Issue 13's fault suite: kill -9 parts of a `make run` stack under load, count lost and duplicated
+# orders (docs/RELIABILITY.md). `make test` runs it shortened (tests/e2e/test_chaos.py).
+chaos: install
+	@$(BIN)/python -m benchmarks.chaos
 
 lint: install
 	@echo "make: ruff and mypy"

@@ -1,0 +1,31 @@
+"""The fault suite (``make chaos``), shortened: each fault of issue 13 under a short load, with nothing
+lost and nothing duplicated (benchmarks/chaos; docs/RELIABILITY.md has the long run's figures).
+
+Each case starts the stack as ``make run`` does, puts 4 strict QuickFIX sessions (window 8) on it,
+kills something with kill -9, and compares every ExecutionReport the sessions received with the
+matcher's state read afresh after the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.chaos.faults import Options, run_case
+
+pytestmark = pytest.mark.e2e
+
+SHORT = Options(sessions=4, window=8, before_s=3.0, after_s=3.0)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("fault", ["matcher"])
+def test_a_fault_under_load_loses_and_duplicates_nothing(fault: str, tmp_path: Path) -> None:
+    case = run_case(fault, tmp_path, SHORT)
+    t = case.tally
+    assert t is not None
+    assert t.acknowledged > 0 and case.recover_s is not None, case.saw
+    assert (t.lost, t.duplicated) == (0, 0), t.examples
+    assert case.client.app.rejects_sent == 0  # the strict stock dictionary took every report
+    assert case.extra_ok, case.saw
