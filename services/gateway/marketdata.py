@@ -380,33 +380,45 @@ class MarketData:
         sym = s.instrument.symbol
         depths = {sub.depth for sub in s.subs.values() if sub.depth}
         tops = {d: s.top(d) for d in depths} if (s.prev or any(d not in s.published for d in depths)) else {}
-        shared: dict[tuple[int, frozenset[str]], tuple[list[str], list[tuple[int, int]]]] = {}
+        # Subscriptions in step (their last flush was the book's) with the same depth and entry
+        # types get the same entries: built once, only the MDReqID differs.
+        shared: dict[tuple[int, frozenset[str]], str | None] = {}
         out: list[Out] = []
         for sub in list(s.subs.values()):
             base = sub.fresh.pop(sym, None)
-            if base is None:
+            if base is None and not sub.full_refresh:
                 key = (sub.depth, sub.types)
-                got = shared.get(key)
-                if got is None:
-                    got = shared[key] = (self._levels(s, sub.depth, sub.types, None, tops),
-                                         self._trades(s, sub.types, None))
-                entries, trades = got
-            else:
-                entries = self._levels(s, sub.depth, sub.types, base, tops)
-                trades = self._trades(s, sub.types, base)
+                if key in shared:
+                    tail = shared[key]
+                else:
+                    tail = shared[key] = self._x_tail(s, self._levels(s, sub.depth, sub.types, None, tops),
+                                                      self._trades(s, sub.types, None))
+                if tail is not None:
+                    out.append((sub.session, f"35=X{SOH}262={sub.req_id}{SOH}" + tail))
+                continue
+            entries = self._levels(s, sub.depth, sub.types, base, tops)
+            trades = self._trades(s, sub.types, base)
             if not entries and not trades:
                 continue
             if sub.full_refresh:
                 out.append((sub.session, self._full(sub.req_id, s, sub.depth, sub.types, trades)))
-                continue
-            parts = [f"279=0{SOH}269=2{SOH}55={sym}{SOH}270={s.px(p)}{SOH}271={q}{SOH}" for p, q in trades]
-            out.append((sub.session, f"35=X{SOH}262={sub.req_id}{SOH}268={len(parts) + len(entries)}{SOH}"
-                        + "".join(parts) + "".join(entries)))
+            else:
+                tail = self._x_tail(s, entries, trades)
+                out.append((sub.session, f"35=X{SOH}262={sub.req_id}{SOH}{tail}"))
         for d in list(s.published):
             if d not in depths:
                 del s.published[d]
         s.published.update(tops)
         return out
+
+    @staticmethod
+    def _x_tail(s: _Symbol, entries: list[str], trades: list[tuple[int, int]]) -> str | None:
+        """An X's entries (from NoMDEntries on): the trades, then the levels; None when empty."""
+        if not entries and not trades:
+            return None
+        sym = s.instrument.symbol
+        parts = [f"279=0{SOH}269=2{SOH}55={sym}{SOH}270={s.px(p)}{SOH}271={q}{SOH}" for p, q in trades]
+        return f"268={len(parts) + len(entries)}{SOH}" + "".join(parts) + "".join(entries)
 
     def _trades(self, s: _Symbol, types: frozenset[str], base: _Baseline | None) -> list[tuple[int, int]]:
         if TRADE not in types:
