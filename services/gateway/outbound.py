@@ -210,7 +210,8 @@ class MassCancelJoin:
     Every other event passes at once, in order. Bounded: a shard holds at most the session's open
     orders per request, and at most ``max_pending`` requests wait (past that, the oldest is given as
     it stands: its report counts the shards that answered, a shard that never answers cannot hold
-    the others' reports forever).
+    the others' reports forever). Held in memory only: a gateway stopped while it holds some loses
+    them (their entries were acknowledged); an OrderStatusRequest tells the client each order's state.
     """
 
     def __init__(self, shards: int, max_pending: int = 1000) -> None:

@@ -114,6 +114,10 @@ def test_status_of_a_live_a_filled_a_cancelled_and_an_unknown_order(stack: Stack
         er = status(b, "h-live")
         assert er[39] == "8"
 
+        # No Symbol (stock FIX 4.4 does not require it in H): the gateway says what is missing.
+        a.send("H", [(11, "h-nosym"), (54, 1)])
+        er = a.client.wait("8", lambda m: m.get(11) == "h-nosym" and m.get(150) == "I")
+        assert (er[39], er[55]) == ("8", "NONE") and "needs a Symbol (55)" in er[58]
         # A request without a Side (54): the exchange's QuickFIX answers with a session Reject.
         a.send("H", [(11, "h-noside"), (55, "ACORN.LAB")])
         rej = a.client.wait("3", lambda m: m.get(371) == "54")
