@@ -5,8 +5,9 @@ idle until the first MarketDataRequest: a gateway nobody asks for market data ne
 stream. Then, once: note the market stream's last id, ask every shard for a BookImage of each of its
 books (``ImageRequest`` on its orders stream, behind the orders already there), and read the stream
 with plain XREAD (no group: every gateway reads everything) from the noted id, so each mirror starts
-at its image and applies every BookUpdate after it. Every FIXLAB_MD_INTERVAL_MS the pending updates
-go out (``flush``). A MarketDataRequest arrives on the engine thread (``request``) and is answered
+at its image and applies every BookUpdate after it. Every FIXLAB_MD_INTERVAL_MS the thread wakes,
+reads all that came since, and sends the pending updates (``flush``): one wake-up per interval, not
+one per matcher batch. A MarketDataRequest arrives on the engine thread (``request``) and is answered
 there, at once, from the mirror (or when its image arrives); the core is shared under one lock, and
 every message is sent while holding it, so a W always precedes the X that follows it on the wire.
 """
@@ -158,7 +159,7 @@ class MarketFeed:
         r: redis.Redis | None = None
         last_id: Any = None
         asked: dict[str, float] = {}
-        next_flush = time.monotonic() + self.interval_s
+        next_flush = time.monotonic()
         while not self._stop.is_set():
             try:
                 if r is None:
@@ -167,25 +168,27 @@ class MarketFeed:
                     newest = r.xrevrange(streams.MARKET_STREAM, count=1)
                     last_id = newest[0][0] if newest else b"0-0"
                 self._ask(r, asked)
-                wait_ms = max(1, int((next_flush - time.monotonic()) * 1000))
-                got: Any = r.xread({streams.MARKET_STREAM: last_id}, count=READ_COUNT, block=wait_ms)
-                if got:
+                # Once per interval, everything the stream holds by now: one wake-up per interval
+                # instead of one per matcher batch (each takes the GIL from the engine thread).
+                while True:
+                    got: Any = r.xread({streams.MARKET_STREAM: last_id}, count=READ_COUNT)
+                    if not got:
+                        break
                     entries = got[0][1]
                     last_id = entries[-1][0]
                     self._apply(entries)
+                    if len(entries) < READ_COUNT:
+                        break
+                with self.lock:
+                    self._send(self.core.flush())
             except REDIS_ERRORS as exc:
                 log.warning("market data: Redis: %s; retrying", exc)
                 r = None
-                self._stop.wait(0.5)
             except Exception:
                 self.errors += 1
                 log.exception("market data: error (caught: the thread goes on)")
-                self._stop.wait(0.5)
-            now = time.monotonic()
-            if now >= next_flush:
-                with self.lock:
-                    self._send(self.core.flush())
-                next_flush = max(next_flush + self.interval_s, now)
+            next_flush = max(next_flush + self.interval_s, time.monotonic())
+            self._stop.wait(next_flush - time.monotonic())
 
     def _ask(self, r: redis.Redis, asked: dict[str, float]) -> None:
         """Ask each shard whose books are not all mirrored yet for its images; again after a while
