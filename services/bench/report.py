@@ -84,14 +84,32 @@ def markdown(doc: Mapping[str, Any]) -> str:
         lines += _table(COLUMNS, [row(r["name"], r["full"]) for r in runs if r.get("full")])
         lines += ["", "## What the rest of the stack costs (full stack over lean stack)", ""]
         lines += _table(("Run", "Orders / s", "Ack p50", "Ack p99"), _ratios(runs, "full", "exchange"))
+    if any(r.get("md") for r in runs):
+        lines += ["", "## Market data: the lean stack with subscribers (issue 14)", "",
+                  "The same lean stack, started fresh, with 32 market-data sessions logged on and subscribed "
+                  "before the bench starts (python -m services.bench.mdsubs: MarketDataRequest snapshot + "
+                  "updates, full depth, bids, offers and trades, every instrument; each W and X validated "
+                  "with the exchange's dictionary). X/s: incremental refreshes the subscribers received "
+                  "during the measured phase, all sessions together.", ""]
+        lines += _table(COLUMNS, [row(r["name"], r["md"]) for r in runs if r.get("md")])
+        lines += ["", "| Run | Orders / s with over without | X / s received | X entries | Session Rejects |",
+                  "| --- | --- | --- | --- | --- |"]
+        for r in runs:
+            md, lean = r.get("md"), r.get("exchange")
+            if md and lean:
+                got = md.get("market_data", {})
+                lines.append(f"| {r['name']} | {ratio(md['orders_per_s'], lean['orders_per_s'])} | "
+                             f"{fmt_int(got.get('x_per_s', 0))} | {fmt_int(got.get('x_entries', 0))} | "
+                             f"{got.get('session_rejects_sent', '?')} |")
     lines += _cpu_tables(runs)
     errors = [(r["name"], side, " ".join(r[f"{side}_error"].split()))
-              for r in runs for side in ("exchange", "baseline", "full") if r.get(f"{side}_error")]
+              for r in runs for side in ("exchange", "baseline", "md", "full") if r.get(f"{side}_error")]
     if errors:
         lines += ["", "## Runs that failed", ""]
         lines += [f"- {name} ({side}): {err}" for name, side, err in errors]
     lines += ["", "## Targets", ""]
-    lines += [f"- {t['run']}{' (full stack)' if t.get('stack') == 'full' else ''}: {t['what']}: "
+    where = {"full": " (full stack)", "md": " (market data)"}
+    lines += [f"- {t['run']}{where.get(t.get('stack', ''), '')}: {t['what']}: "
               f"{t['value']} — {'met' if t['met'] else 'NOT met'}" for t in doc.get("targets", [])]
     lines += ["", "## Components", ""]
     for name, comp in doc.get("components", {}).items():
@@ -114,10 +132,11 @@ def _ratios(runs: Sequence[Mapping[str, Any]], top: str, bottom: str) -> list[li
     return out
 
 
-STACK_LABELS = (("baseline", "engine only"), ("exchange", "lean stack"), ("full", "full stack"))
+STACK_LABELS = (("baseline", "engine only"), ("exchange", "lean stack"), ("md", "lean + market data"),
+                ("full", "full stack"))
 # Processes in the order a reader follows an order; anything else after them, by name.
 PROCESS_ORDER = ("bench", "baseline", "gateway", "gateway publisher", "redis-server", "matcher", "web",
-                 "run", "bots", "page")
+                 "run", "bots", "page", "mdsubs")
 
 
 def _process_key(name: str) -> tuple[int, str]:
@@ -138,7 +157,7 @@ def _cpu_tables(runs: Sequence[Mapping[str, Any]]) -> list[str]:
                       "utime + stime from /proc/PID/stat, sampled every 0.2 s and interpolated to the "
                       "measured phase, divided by the orders answered in it. Cores: the process's CPU "
                       "seconds per second of the phase. \"exchange\" is every process but the bench "
-                      "client and the page."]
+                      "client, the page and the market-data subscribers."]
         names = sorted({n for _, _, cpu in sides for n in cpu["us_per_order"]}, key=_process_key)
         header = ["Process", *[f"{label} µs/order (cores)" for _, label, _ in sides]]
         has_extra = any(k == "full" for k, _, _ in sides) and any(k == "exchange" for k, _, _ in sides)

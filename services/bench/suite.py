@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from services.bench import report
+from services.bench.mdsubs import x_per_second
 from services.bench.procs import Baseline, Child, CpuSampler, FullStack, Stack, base_env
 from shared import machine
 from shared.redis_server import RedisServer
@@ -48,7 +49,11 @@ COMPONENTS = {
 }
 # The stacks each run is measured on, in this order: (key in results.json, label, --stacks name).
 STACKS = (("baseline", "engine only", "engine"), ("exchange", "lean stack", "lean"),
-          ("full", "full stack", "full"))
+          ("md", "lean stack + market data", "md"), ("full", "full stack", "full"))
+# Issue 14: the lean stack again with this many market-data subscribers (python -m
+# services.bench.mdsubs: full depth, updates, every instrument) logged on, on these runs only.
+MD_SUBSCRIBERS = 32
+MD_RUNS = ("concurrent", "throughput")
 
 
 def say(text: str) -> None:
@@ -91,7 +96,7 @@ def cpu_per_order(cpu_s: dict[str, float], record: dict[str, Any]) -> dict[str, 
         "us_per_order": {n: round(c * 1e6 / answered, 1) for n, c in cpu_s.items()} if answered else {},
         "cores": {n: round(c / seconds, 3) for n, c in cpu_s.items()} if seconds else {},
     }
-    exchange = {n: c for n, c in cpu_s.items() if n not in ("bench", "page")}
+    exchange = {n: c for n, c in cpu_s.items() if n not in ("bench", "page", "mdsubs")}
     if answered:
         out["exchange_us_per_order"] = round(sum(exchange.values()) * 1e6 / answered, 1)
         out["all_us_per_order"] = round(sum(cpu_s.values()) * 1e6 / answered, 1)
@@ -118,6 +123,9 @@ def run_stack(key: str, spec: RunSpec, args: argparse.Namespace, work: Path,
     if key == "exchange":
         with Stack(work / label) as stack:
             return measured(spec, args, work, stack.processes(), stack.fix_port, label)
+    if key == "md":
+        with Stack(work / label) as stack:
+            return with_subscribers(spec, args, work, stack, label)
     extra = dict(kv.split("=", 1) for kv in args.full_env)
     with FullStack(work / label, env=extra) as full:
         page_out = work / f"{label}-page.json"
@@ -133,6 +141,36 @@ def run_stack(key: str, spec: RunSpec, args: argparse.Namespace, work: Path,
         if page_out.is_file():
             run["page"] = json.loads(page_out.read_text())
         return record, lat
+
+
+def with_subscribers(spec: RunSpec, args: argparse.Namespace, work: Path, stack: Stack,
+                     label: str) -> tuple[dict[str, Any], list[int]]:
+    """Bench ``stack`` with MD_SUBSCRIBERS market-data sessions subscribed (each holding its W of every
+    instrument before the bench starts); the record gets what they received during the phase."""
+    out, ready = work / f"{label}-mdsubs.json", work / f"{label}-mdsubs.ready"
+    subs = Child("mdsubs", (sys.executable, "-m", "services.bench.mdsubs", "--addr",
+                            f"127.0.0.1:{stack.fix_port}", "--sessions", str(MD_SUBSCRIBERS),
+                            "--out", str(out), "--ready", str(ready)),
+                 base_env(), work / label / "mdsubs.log")
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if not subs.alive():
+                raise RuntimeError(f"the subscribers exited with {subs.proc.returncode}:\n{subs.tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{MD_SUBSCRIBERS} subscribers not all holding their snapshots in 60s")
+            time.sleep(0.1)
+        record, lat = measured(spec, args, work, {**stack.processes(), "mdsubs": subs.proc.pid},
+                               stack.fix_port, label)
+    finally:
+        subs.stop()
+    if out.is_file():
+        got = json.loads(out.read_text())
+        md: dict[str, Any] = {k: v for k, v in got.items() if k != "x_buckets"}
+        if record.get("start_ns") and record.get("end_ns"):
+            md["x_per_s"] = round(x_per_second(got, record["start_ns"], record["end_ns"]), 1)
+        record["market_data"] = md
+    return record, lat
 
 
 def wait_pages(web_url: str, pages: int, page: Child, timeout_s: float) -> None:
@@ -228,6 +266,29 @@ def floor_targets(runs: list[dict[str, Any]], relay: dict[str, Any] | None) -> l
     return out
 
 
+def md_targets(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 14: with MD_SUBSCRIBERS subscribers, orders/s at least 90% of the same stack without them,
+    every subscriber served (no session Reject), in the same suite run."""
+    out: list[dict[str, Any]] = []
+    for r in runs:
+        md, lean = r.get("md"), r.get("exchange")
+        if not (md and lean):
+            continue
+        ratio = md["orders_per_s"] / lean["orders_per_s"] if lean["orders_per_s"] else 0.0
+        got = md.get("market_data", {})
+        out.append({"run": r["name"], "stack": "md", "met": ratio >= 0.9,
+                    "what": f"orders/s with {MD_SUBSCRIBERS} market-data subscribers >= 0.9 x without",
+                    "value": f"{report.fmt_int(md['orders_per_s'])} vs "
+                             f"{report.fmt_int(lean['orders_per_s'])} (x{ratio:.2f}); "
+                             f"{report.fmt_int(got.get('x_per_s', 0))} X/s received"})
+        out.append({"run": r["name"], "stack": "md",
+                    "met": got.get("session_rejects_sent", 1) == 0 and got.get("snapshots", 0) > 0,
+                    "what": "every W and X valid at the subscribers (no session Reject)",
+                    "value": f"{got.get('session_rejects_sent', '?')} rejects, "
+                             f"by type {got.get('by_type', {})}"})
+    return out
+
+
 def _targets(runs: list[dict[str, Any]], side: str) -> list[dict[str, Any]]:
     by = {r["name"]: r.get(side) for r in runs}
     out: list[dict[str, Any]] = []
@@ -267,7 +328,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=1000, help="warm-up orders per session")
     p.add_argument("--stacks", default=",".join(name for _, _, name in STACKS),
                    help="which stacks each run is measured on, comma separated: engine (the engine "
-                        "alone), lean (redis-server, matcher, gateway), full (python -m services, as "
+                        "alone), lean (redis-server, matcher, gateway), md (lean with 32 market-data "
+                        "subscribers, concurrent and throughput runs only), full (python -m services, as "
                         "make run starts it, bots off, a page watching the books)")
     p.add_argument("--full-env", action="append", default=[], metavar="NAME=VALUE",
                    help="set this in the full stack's environment (e.g. FIXLAB_SHARDS=...); repeatable")
@@ -323,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "orders": spec.orders}
             series: dict[str, list[int]] = {}
             for key, label, name in STACKS:
-                if name not in stacks:
+                if name not in stacks or (key == "md" and spec.name not in MD_RUNS):
                     continue
                 fresh = "" if key == "baseline" else ", a fresh exchange"
                 say(f"{spec.name}: {spec.sessions}x{spec.window}, {spec.orders:,} orders, {label}{fresh}")
@@ -348,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_components:
             for name, module in COMPONENTS.items():
                 doc["components"][name] = run_component(name, module, work, 300)
-    doc["targets"] = targets(doc["runs"]) + floor_targets(doc["runs"], doc["components"].get("relay"))
+    doc["targets"] = (targets(doc["runs"]) + floor_targets(doc["runs"], doc["components"].get("relay"))
+                      + md_targets(doc["runs"]))
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     (results_dir / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
     (results_dir / "results.md").write_text(report.markdown(doc))
