@@ -151,7 +151,7 @@ DoneRecord = tuple[str, str, str, int, int, int, int, int, int]
 class SessionState:
     """What the engine remembers about one FIX session until it ends."""
 
-    __slots__ = ("closed", "done", "done_at", "live", "name", "queries", "renamed", "seen")
+    __slots__ = ("closed", "done", "live", "name", "queries", "renamed", "seen")
 
     def __init__(self, name: str, keep: int = 100) -> None:
         self.name = name
@@ -161,30 +161,23 @@ class SessionState:
         # common end, left out to keep snapshots small); a cancel/replace/mass cancel request's own
         # ClOrdID -> NOT_AN_ORDER.
         self.closed: dict[str, int] = {}
-        # The session's most recent done orders, a ring of ``keep`` slots (``done_at`` is the next
-        # one to write): an Order that ended in a book, or a DoneRecord. For StatusRequest only.
-        self.done: list[Order | DoneRecord | None] = [None] * keep
-        self.done_at = 0
+        # The session's most recent done orders, oldest first (a bounded deque drops the oldest in
+        # C: one call on the hot path): an Order that ended in a book, or a DoneRecord.
+        self.done: deque[Order | DoneRecord] = deque(maxlen=keep)
         self.renamed: dict[str, str] = {}  # ClOrdID replaced away -> the ClOrdID that replaced it
         self.queries: deque[tuple[str, int]] = deque(maxlen=STATUS_MEMORY)  # StatusRequests answered
 
     def keep(self, done: Order | DoneRecord) -> None:
         """Remember a done order (the oldest one kept goes when the ring is full)."""
-        i = self.done_at
-        self.done[i] = done
-        i += 1
-        self.done_at = i if i < len(self.done) else 0
+        self.done.append(done)
 
     def done_records(self) -> tuple[DoneRecord, ...]:
         """The done orders kept, oldest first."""
-        ring, i = self.done, self.done_at
-        return tuple(_record(d) for d in ring[i:] + ring[:i] if d is not None)
+        return tuple(_record(d) for d in self.done)
 
     def find_done(self, clordid: str = "", order_id: str = "") -> DoneRecord | None:
         """A kept done order by its last ClOrdID, or by OrderID."""
         for d in self.done:
-            if d is None:
-                continue
             rec = _record(d)
             if (clordid and rec[0] == clordid) or (order_id and rec[1] == order_id):
                 return rec
@@ -424,9 +417,7 @@ class Engine:
             cum, cost = self._emit_fills(session, clordid, order_id, symbol, side, price, qty, reply_to, 0, 0,
                                          book.match(side, price, qty), ts)
             if cum == qty:  # filled at once: no Order object needed
-                i = state.done_at
-                state.done[i] = (clordid, order_id, symbol, side, price, qty, qty, cost, ST_FILLED)
-                state.done_at = i + 1 if i + 1 < self._keep else 0
+                state.done.append((clordid, order_id, symbol, side, price, qty, qty, cost, ST_FILLED))
                 return False
             order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
                           qty - cum, cum, cost)
@@ -556,7 +547,6 @@ class Engine:
         append = out.append
         e_prefix, m_prefix = self._e_prefix, self._m_prefix
         n_exec, n_match = self.next_exec, self.next_match
-        keep = self._keep
         for maker, qty, px in fills:
             match_id = m_prefix + str(n_match)
             n_match += 1
@@ -573,9 +563,7 @@ class Engine:
             if not leaves:  # done: out of the session's live orders, into its done ring (inlined)
                 owner = maker.owner
                 del owner.live[maker.clordid]
-                i = owner.done_at
-                owner.done[i] = maker
-                owner.done_at = i + 1 if i + 1 < keep else 0
+                owner.done.append(maker)
         self.next_exec, self.next_match = n_exec, n_match
         return cum, cost
 
