@@ -212,7 +212,7 @@ class _Symbol:
 class MarketData:
     """Mirrors of the books and every session's subscriptions; each call returns what to send."""
 
-    def __init__(self, instruments: Iterable[Instrument], *, max_trades: int = 100) -> None:
+    def __init__(self, instruments: Iterable[Instrument], *, max_trades: int = 50) -> None:
         self.max_trades = max_trades
         self.symbols = {i.symbol: _Symbol(i) for i in instruments}
         self.sessions: dict[str, dict[str, Subscription]] = {}  # session -> MDReqID -> subscription

@@ -89,7 +89,7 @@ class MarketFeed:
     """Start with ``start()`` (it waits for the first request), stop with ``stop()``."""
 
     def __init__(self, redis_url: str, instruments: Iterable[Instrument], reply_to: str,
-                 send: Callable[[str, str], bool], *, interval_s: float = 0.05, max_trades: int = 100,
+                 send: Callable[[str, str], bool], *, interval_s: float = 0.1, max_trades: int = 50,
                  maxlen: int = 1_000_000) -> None:
         instruments = tuple(instruments)
         self.core = MarketData(instruments, max_trades=max_trades)
