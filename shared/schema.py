@@ -624,7 +624,10 @@ class MatcherSnapshot(Message):
     (order_id, session, clordid, symbol, side, price, qty, leaves, cum_qty, cum_cost, tif, reply_to, stp)
     (``stp`` last: a snapshot written before it existed holds 12 items, read as "off").
     ``sessions``: (session, seen ClOrdIDs, their MsgSeqNums, closed ClOrdIDs, their OrdStatus,
-    open ClOrdIDs in the order they were opened), each a flat tuple (see services/matcher/engine.py).
+    open ClOrdIDs in the order they were opened, the done orders kept for StatusRequest (oldest first),
+    ClOrdIDs replaced away, the ClOrdIDs that replaced them, recent StatusRequests as (ClOrdID,
+    MsgSeqNum)), each a flat tuple (see services/matcher/engine.py; a snapshot written before the last
+    four existed holds 6 items per session and still loads).
     ``end_of_day``: the last day an EndOfDay was applied for (0: none; last, so that snapshots
     written before it existed still load).
     """
