@@ -80,12 +80,12 @@ class StockClient(fix.Application):
             return [m for m in self.sent_admin if m.get(35) == "3"]
 
 
-def stock_settings(path: Path, port: int, comps: list[str]) -> fix.SessionSettings:
+def stock_settings(path: Path, port: int, comps: list[str], heartbeat_s: int = 1) -> fix.SessionSettings:
     """QuickFIX's defaults, plus every validation switch on, with the installed FIX44.xml."""
     sessions = "".join(f"\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID={c}\nTargetCompID=FIXLAB\n"
                        for c in comps)
     path.write_text(
-        f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt=1\nReconnectInterval=60\n"
+        f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt={heartbeat_s}\nReconnectInterval=60\n"
         f"SocketConnectHost=127.0.0.1\nSocketConnectPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n"
         f"ResetOnLogon=Y\nUseDataDictionary=Y\nDataDictionary={installed_dictionary()}\n"
         "ValidateUserDefinedFields=Y\nValidateFieldsOutOfOrder=Y\nValidateFieldsHaveValues=Y\n"
@@ -119,11 +119,12 @@ class StockSession:
 
 
 @contextlib.contextmanager
-def stock_sessions(workdir: Path, port: int, comps: list[str]) -> Iterator[list[StockSession]]:
+def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int = 1
+                   ) -> Iterator[list[StockSession]]:
     """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out."""
     sessions = [StockSession(comp) for comp in comps]
     initiators = [fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
-                                      stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp]))
+                                      stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp], heartbeat_s))
                   for s in sessions]
     for initiator in initiators:
         initiator.start()
