@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -207,9 +208,11 @@ def test_market_data_status_and_ioc_from_the_page(web: WebProcess, page: Page, t
     expect(page.locator('.msg.client.app[data-type="D"]', has_text="TimeInForce Immediate or cancel").first) \
         .to_be_visible()
 
-    # A Day order that rests, then its status: ExecType I (order status).
+    # A Day order that rests alone at the best bid (inside the bots' spread), then its status:
+    # ExecType I (order status).
     page.select_option("#o-tif", "day")
-    bid.click()
+    inside = f"{Decimal(bid.inner_text()) + Decimal('0.05'):.2f}"
+    page.fill("#o-price", inside)
     page.click("#b-send")
     row = page.locator("#orders tr", has_text="New").first
     expect(row).to_be_visible(timeout=15_000)
@@ -217,6 +220,19 @@ def test_market_data_status_and_ioc_from_the_page(web: WebProcess, page: Page, t
     expect(page.locator('.msg.client.app[data-type="H"]').first).to_be_visible(timeout=15_000)
     status = page.locator(".msg.exchange.app", has_text="ExecType Order status").first
     expect(status).to_be_visible(timeout=15_000)
+
+    # Self-trade prevention from the session panel: selling into that bid, the aggressor is
+    # cancelled with the reason and the resting buy stays.
+    page.select_option("#stp-mode", "cancel_aggressor")
+    expect(page.locator(".notice", has_text="cancel aggressor").first).to_be_visible(timeout=10_000)
+    page.click("label.side-sell")
+    page.fill("#o-price", inside)
+    page.fill("#o-qty", "1")
+    page.click("#b-send")
+    stp = page.locator(".msg.exchange.app", has_text="self-trade prevention").first
+    expect(stp).to_be_visible(timeout=15_000)
+    expect(stp).to_contain_text("ExecType Canceled")
+    expect(page.locator("#orders tr", has_text="New").first).to_contain_text(inside)
 
     # No session-level Reject either way: every message validated against the dictionary.
     assert page.locator('#wire .msg[data-type="3"]').count() == 0
