@@ -45,6 +45,7 @@ from shared.schema import (
     NewOrder,
     as_wire,
     decode_batch,
+    encode,
     encode_batch,
 )
 
@@ -172,7 +173,9 @@ def time_core(instrument: Instrument, cmds: list[Message], start: int, repeat: i
         cpu_rates.append(len(measured) / cpu)
     rates.sort()
     cpu_rates.sort()
+    snapshot_bytes = len(encode(engine.snapshot("0", "0-0", 0)))  # what the service would store now
     return {"commands": len(cmds) - start, "resting_before": resting, "events": events, "repeat": repeat,
+            "snapshot_bytes": snapshot_bytes,
             "orders_per_s_best": round(rates[-1]), "orders_per_s_median": round(rates[len(rates) // 2]),
             "orders_per_cpu_s_median": round(cpu_rates[len(cpu_rates) // 2])}
 

@@ -143,7 +143,7 @@ class BatchResult:
         return [from_wire(w) for _, w in self.events]
 
 
-# A done order's final state as the ring keeps it (an Order that ended in a book is kept as it is):
+# A done order's final state as a session keeps it (an Order that ended in a book is kept as it is):
 # (clordid, order_id, symbol, side, price, qty, cum, cost, OrdStatus).
 DoneRecord = tuple[str, str, str, int, int, int, int, int, int]
 
@@ -168,7 +168,7 @@ class SessionState:
         self.queries: deque[tuple[str, int]] = deque(maxlen=STATUS_MEMORY)  # StatusRequests answered
 
     def keep(self, done: Order | DoneRecord) -> None:
-        """Remember a done order (the oldest one kept goes when the ring is full)."""
+        """Remember a done order (the oldest one kept goes when the deque is full)."""
         self.done.append(done)
 
     def done_records(self) -> tuple[DoneRecord, ...]:
@@ -179,7 +179,7 @@ class SessionState:
         """A kept done order by its last ClOrdID, or by OrderID."""
         for d in self.done:
             rec = _record(d)
-            if (clordid and rec[0] == clordid) or (order_id and rec[1] == order_id):
+            if (clordid and rec[0] == clordid) or (order_id and rec[1] == order_id != "NONE"):
                 return rec
         return None
 
@@ -560,7 +560,7 @@ class Engine:
                                      leaves, maker.cost, match_id, e_prefix + str(n_exec + 1), ts)))
             n_exec += 2
             append((None, (_TRADE, symbol, px, qty, match_id, t_side, ts)))
-            if not leaves:  # done: out of the session's live orders, into its done ring (inlined)
+            if not leaves:  # done: out of the session's live orders, into its done ones
                 owner = maker.owner
                 del owner.live[maker.clordid]
                 owner.done.append(maker)
@@ -869,7 +869,13 @@ class Engine:
     # ------------------------------------------------------------------ snapshot
 
     def snapshot(self, shard: str, last_id: str, ts: int) -> MatcherSnapshot:
-        """The whole state, as of the orders-stream entry ``last_id``."""
+        """The whole state, as of the orders-stream entry ``last_id``.
+
+        Per session: seen ClOrdIDs and their MsgSeqNums, closed ClOrdIDs and their OrdStatus, open
+        ClOrdIDs, done orders kept (DoneRecords, oldest first), ClOrdIDs replaced away and what
+        replaced them, recent status requests. What market data showed is the books themselves at a
+        batch's end, so it needs no room here.
+        """
         orders = tuple(
             (o.order_id, o.session, o.clordid, o.symbol, o.side, o.price, o.qty, o.leaves, o.cum, o.cost,
              o.tif, o.reply_to, o.stp)
