@@ -10,6 +10,8 @@ reads all that came since, and sends the pending updates (``flush``): one wake-u
 one per matcher batch. A MarketDataRequest arrives on the engine thread (``request``) and is answered
 there, at once, from the mirror (or when its image arrives); the core is shared under one lock, and
 every message is sent while holding it, so a W always precedes the X that follows it on the wire.
+Lock order: QuickFIX holds a session's mutex while sending to it and while calling onLogout, never
+around fromApp; so the engine thread takes the lock in fromApp only, and a logout is queued.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -105,6 +108,7 @@ class MarketFeed:
         self.sent = {"W": 0, "X": 0, "Y": 0}
         self.unroutable = 0
         self.errors = 0
+        self._ended: deque[str] = deque()  # sessions logged out, for the core to forget
         self._wanted = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-marketdata", daemon=True)
@@ -120,7 +124,10 @@ class MarketFeed:
             self._thread.join(timeout_s)
 
     def stats(self) -> dict[str, int]:
-        return {"md_subscriptions": sum(len(s) for s in self.core.sessions.values()),
+        with self.lock:
+            self._drop_ended()
+            held = sum(len(s) for s in self.core.sessions.values())
+        return {"md_subscriptions": held,
                 "md_w_sent": self.sent["W"], "md_x_sent": self.sent["X"], "md_y_sent": self.sent["Y"],
                 "md_unroutable": self.unroutable}
 
@@ -129,12 +136,21 @@ class MarketFeed:
     def request(self, session: str, raw: str) -> None:
         """A MarketDataRequest (35=V) from ``session``: answered now, or when its mirror is ready."""
         with self.lock:
+            self._drop_ended()
             self._send(self.core.request(session, raw))
         self._wanted.set()
 
     def session_ended(self, session: str) -> None:
-        with self.lock:
-            self.core.drop_session(session)
+        """The session logged out: its subscriptions go before the next flush or request.
+
+        Queued, not applied here: QuickFIX calls onLogout holding that session's mutex, and the
+        thread may hold ``lock`` while sending to that very session (waiting for the same mutex).
+        """
+        self._ended.append(session)
+
+    def _drop_ended(self) -> None:
+        while self._ended:
+            self.core.drop_session(self._ended.popleft())
 
     def _send(self, outs: list[Out]) -> None:
         """Send under the lock (see the module's docstring); never raises."""
@@ -180,6 +196,7 @@ class MarketFeed:
                     if len(entries) < READ_COUNT:
                         break
                 with self.lock:
+                    self._drop_ended()
                     self._send(self.core.flush())
             except REDIS_ERRORS as exc:
                 log.warning("market data: Redis: %s; retrying", exc)
