@@ -22,6 +22,7 @@ from shared.schema import (
     MASS_CANCEL_SYMBOL,
     SELL,
     Cancelled,
+    ImageRequest,
     MassCancel,
     MassCancelReport,
     Message,
@@ -292,3 +293,14 @@ def test_a_snapshot_written_before_done_orders_were_kept_still_restores() -> Non
     old = replace(snap, sessions=tuple(s[:6] for s in snap.sessions))
     restored = Engine.restore(old, [ACORN, BIRCH])
     assert state(report(restored.apply(a.status("A-1"))))[:2] == ("A-1", "1")
+
+
+def test_malformed_mass_cancels_and_image_requests_are_refused_as_producer_bugs() -> None:
+    e = engine()
+    with pytest.raises(MalformedCommand, match=r"MassCancel\.request_type='7' is not an integer"):
+        e.apply(MassCancel("A", "m", "7", "", 0, "gw1", 1, 1))  # type: ignore[arg-type]
+    with pytest.raises(MalformedCommand, match=r"MassCancel\.clordid='' is not a non-empty string"):
+        e.apply(MassCancel("A", "", 7, "", 0, "gw1", 1, 1))
+    with pytest.raises(MalformedCommand, match=r"ImageRequest\.reply_to='' is not a non-empty string"):
+        e.apply(ImageRequest("", 1))
+    assert e.sessions == {} and e.commands == 0
