@@ -279,3 +279,43 @@ def test_a_page_of_another_origin_cannot_open_a_lab_websocket(web: WebProcess) -
     assert refused.value.response.status_code == 403
     with connect(web.ws_url, origin=f"http://127.0.0.1:{web.port}", open_timeout=10) as own:  # type: ignore[arg-type]
         assert json.loads(own.recv(timeout=10))["type"] == "hello"
+
+
+def test_issue_14_commands_reach_the_bus_and_md_book_follows_the_wire(web: WebProcess,
+                                                                       r: redis.Redis) -> None:
+    c = Client(web.ws_url)
+    try:
+        lab_id = logged_on(c, r)
+        c.send({"op": "order", "symbol": "ACORN.LAB", "side": "sell", "price": "100.00", "qty": 2,
+                "tif": "ioc"})
+        c.send({"op": "status", "clordid": "abc-1"})
+        c.send({"op": "mass_cancel", "symbol": "BIRCH.LAB"})
+        c.send({"op": "md_subscribe", "symbol": "ACORN.LAB"})
+        c.send({"op": "stp", "mode": "cancel_both"})
+        c.send({"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": "1", "qty": 1, "tif": "gtd"})
+        assert "tif must be one of day" in c.wait("error")["text"]
+        cmds = eventually(lambda: len(lab_commands(r, "gwT")) >= 5 and lab_commands(r, "gwT"),
+                          what="commands")
+        got = [(m.op, m.symbol, m.side, m.tif, m.orig_clordid, m.value) for m in cmds]
+        assert got == [("order", "ACORN.LAB", 2, 3, "", ""), ("status", "", 0, 0, "abc-1", ""),
+                       ("mass_cancel", "BIRCH.LAB", 0, 0, "", ""),
+                       ("md_subscribe", "ACORN.LAB", 0, 0, "", "0"), ("stp", "", 0, 0, "", "3")]
+
+        # The session's W then X, as the tap records them: the page gets the book they rebuild.
+        head = "49=FIXLAB|52=20260101-12:00:00|56=LAB001|"
+        w = fix(f"35=W|34=3|{head}262=r1|55=ACORN.LAB|268=2|269=0|270=99.90|271=10|346=2|"
+                "269=1|270=100.10|271=4|346=1|")
+        x = fix(f"35=X|34=4|{head}262=r1|268=1|279=2|269=1|55=ACORN.LAB|270=100.10|")
+        now = time.time_ns()
+        publish(r, streams.lab_stream(lab_id), [WireRecord(lab_id, 2, "exchange", w, False, now),
+                                                WireRecord(lab_id, 3, "exchange", x, False, now)], 1000)
+        wire = c.wait("wire", lambda m: m["msg_type"] == "W")
+        group = next(n for n in wire["tree"] if isinstance(n, dict))
+        assert group["group"][:3] == [268, "NoMDEntries", "2"] and len(group["entries"]) == 2
+        assert group["entries"][0][0] == [269, "MDEntryType", "0", "Bid", "body"]
+        first = c.wait("md_book")
+        assert (first["bids"], first["asks"]) == ([["99.90", 10, 2]], [["100.10", 4, 1]])
+        second = c.wait("md_book")
+        assert (second["symbol"], second["bids"], second["asks"]) == ("ACORN.LAB", [["99.90", 10, 2]], [])
+    finally:
+        c.close()
