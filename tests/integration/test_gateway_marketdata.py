@@ -261,6 +261,16 @@ def test_books_rebuilt_from_w_and_x_equal_the_matchers_after_random_trading(stac
                 return True
 
             eventually(agrees, timeout=15, what="the rebuilt books equal the matcher's")
+        # The traders logged out: every resting order was theirs and is cancelled (SessionEnded); the
+        # books the subscriber holds follow the matcher's to empty.
+        empty: Book = ((), ())
+
+        def emptied() -> dict[str, Book] | None:
+            books = matcher_books(stack.redis_url)
+            return books if all(books[s] == empty for s in SYMBOLS) else None
+
+        truth = eventually(emptied, timeout=15, what="the matcher's books empty after the logouts")
+        eventually(agrees, timeout=15, what="the rebuilt books equal the matcher's after the logouts")
         types = [head(t)[35] for t in c.messages()]
         assert types.count("X") > 10 and "Y" not in types
         assert full.trades, "no trade reached the subscriber"
