@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 _TRADE, _UPDATE, _IMAGE = Trade.CODE, BookUpdate.CODE, BookImage.CODE
 ASK_AGAIN_S = 5.0  # a shard whose images have not come (its matcher was down) is asked again
 READ_COUNT = 1000
+BACK_OFF_S = 1.0  # after an error, before trying again (one log line a second at most)
 SOH = "\x01"
 _X_HEAD = "35=X" + SOH + "262="
 
@@ -201,11 +202,13 @@ class MarketFeed:
                     self._drop_ended()
                     self._send(self.core.flush())
             except REDIS_ERRORS as exc:
-                log.warning("market data: Redis: %s; retrying", exc)
+                log.warning("market data: Redis: %s; retrying in %.0f s", exc, BACK_OFF_S)
                 r = None
+                self._stop.wait(BACK_OFF_S)
             except Exception:
                 self.errors += 1
                 log.exception("market data: error (caught: the thread goes on)")
+                self._stop.wait(BACK_OFF_S)
             next_flush = max(next_flush + self.interval_s, time.monotonic())
             self._stop.wait(next_flush - time.monotonic())
 
