@@ -94,8 +94,8 @@ _MASS_CANCEL_REPORT = MassCancelReport.CODE
 _BOOK_UPDATE = BookUpdate.CODE
 _BOOK_IMAGE = BookImage.CODE
 
-# MassCancelRejectReason (532), FIX 4.4.
-MASS_REJ_NOT_SUPPORTED = 0
+# MassCancelRejectReason (532), FIX 4.4. An unsupported request type is 99 with a text, as the
+# gateway answers it when it refuses one itself (0, "mass cancel not supported", would say none is).
 MASS_REJ_UNKNOWN_SECURITY = 1
 MASS_REJ_OTHER = 99
 # A session's StatusRequests remembered to tell a producer's retry from a new request: a retry
@@ -826,8 +826,6 @@ class Engine:
         if prior is not None:
             text = f"duplicate ClOrdID {clordid} in this session"
         elif request_type not in (MASS_CANCEL_SYMBOL, MASS_CANCEL_ALL):
-            if 2 <= request_type <= 6:
-                reason = MASS_REJ_NOT_SUPPORTED
             text = (f"mass cancel request type {request_type} is not supported: only 1 (one symbol) or 7 "
                     "(all orders)")
         elif request_type == MASS_CANCEL_SYMBOL and symbol not in self.books:

@@ -8,7 +8,6 @@ from dataclasses import replace
 import pytest
 
 from services.matcher.engine import (
-    MASS_REJ_NOT_SUPPORTED,
     MASS_REJ_OTHER,
     MASS_REJ_UNKNOWN_SECURITY,
     Engine,
@@ -215,7 +214,7 @@ def test_mass_cancel_by_symbol_and_side() -> None:
 @pytest.mark.parametrize(("request_type", "symbol", "side", "reason", "text"), [
     (MASS_CANCEL_SYMBOL, "NOPE.LAB", 0, MASS_REJ_UNKNOWN_SECURITY, "unknown symbol NOPE.LAB"),
     (MASS_CANCEL_SYMBOL, "", 0, MASS_REJ_UNKNOWN_SECURITY, "unknown symbol "),
-    (3, "", 0, MASS_REJ_NOT_SUPPORTED,
+    (3, "", 0, MASS_REJ_OTHER,
      "mass cancel request type 3 is not supported: only 1 (one symbol) or 7 (all orders)"),
     (9, "", 0, MASS_REJ_OTHER,
      "mass cancel request type 9 is not supported: only 1 (one symbol) or 7 (all orders)"),
