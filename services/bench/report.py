@@ -92,15 +92,25 @@ def markdown(doc: Mapping[str, Any]) -> str:
                   "with the exchange's dictionary). X/s: incremental refreshes the subscribers received "
                   "during the measured phase, all sessions together.", ""]
         lines += _table(COLUMNS, [row(r["name"], r["md"]) for r in runs if r.get("md")])
-        lines += ["", "| Run | Orders / s with over without | X / s received | X entries | Session Rejects |",
-                  "| --- | --- | --- | --- | --- |"]
+        lines += ["", "Orders/s on a shared machine move with whatever else runs; the CPU the exchange "
+                  "spends per order (from /proc, per process) moves much less: its difference is what the "
+                  "subscribers cost the exchange.", "",
+                  "| Run | Orders / s with over without | Exchange CPU µs/order with over without | "
+                  "Gateway CPU µs/order, difference | X / s received | X entries | Session Rejects |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in runs:
             md, lean = r.get("md"), r.get("exchange")
             if md and lean:
                 got = md.get("market_data", {})
-                lines.append(f"| {r['name']} | {ratio(md['orders_per_s'], lean['orders_per_s'])} | "
-                             f"{fmt_int(got.get('x_per_s', 0))} | {fmt_int(got.get('x_entries', 0))} | "
-                             f"{got.get('session_rejects_sent', '?')} |")
+                cpu_md, cpu_lean = md.get("cpu", {}), lean.get("cpu", {})
+                ex = (ratio(cpu_md["exchange_us_per_order"], cpu_lean["exchange_us_per_order"])
+                      if "exchange_us_per_order" in cpu_md and "exchange_us_per_order" in cpu_lean else "n/a")
+                gw_md = cpu_md.get("us_per_order", {}).get("gateway")
+                gw_lean = cpu_lean.get("us_per_order", {}).get("gateway")
+                gw = f"{gw_md - gw_lean:+,.0f}" if gw_md is not None and gw_lean is not None else "n/a"
+                lines.append(f"| {r['name']} | {ratio(md['orders_per_s'], lean['orders_per_s'])} | {ex} | "
+                             f"{gw} | {fmt_int(got.get('x_per_s', 0))} | "
+                             f"{fmt_int(got.get('x_entries', 0))} | {got.get('session_rejects_sent', '?')} |")
     lines += _cpu_tables(runs)
     errors = [(r["name"], side, " ".join(r[f"{side}_error"].split()))
               for r in runs for side in ("exchange", "baseline", "md", "full") if r.get(f"{side}_error")]

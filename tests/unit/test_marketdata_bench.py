@@ -40,9 +40,14 @@ def test_the_results_page_shows_the_market_data_runs() -> None:
                        "load_average_at_start": [0.1]},
            "versions": {"python": "3.11", "quickfix": "1.16.0", "redis_server": "7"},
            "date": "d", "command": "c",
-           "runs": [{"name": "concurrent", "exchange": rec(4000),
+           "runs": [{"name": "concurrent", "sessions": 4, "window": 8, "exchange": rec(4000),
                      "md": rec(3800, market_data={"x_per_s": 320, "x_entries": 900,
                                                   "session_rejects_sent": 0})}]}
     page = report.markdown(doc)
     assert "## Market data" in page
-    assert "| concurrent | x0.95 | 320 | 900 | 0 |" in page
+    assert "| concurrent | x0.95 | n/a | n/a | 320 | 900 | 0 |" in page
+    doc["runs"][0]["exchange"]["cpu"] = {"exchange_us_per_order": 200.0, "us_per_order": {"gateway": 100.0},
+                                         "cores": {"gateway": 0.4}}
+    doc["runs"][0]["md"]["cpu"] = {"exchange_us_per_order": 210.0, "us_per_order": {"gateway": 108.0},
+                                   "cores": {"gateway": 0.43}}
+    assert "| concurrent | x0.95 | x1.05 | +8 | 320 | 900 | 0 |" in report.markdown(doc)
