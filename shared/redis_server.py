@@ -23,14 +23,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+APPENDFSYNC = ("always", "everysec", "no")
+# What `make run` and docker-compose.yml use unless FIXLAB_REDIS_APPENDFSYNC says otherwise: an order
+# acknowledged to its client is on disk (docs/RELIABILITY.md, fault 4, has the cost).
+DEFAULT_APPENDFSYNC = "always"
+
+
 class RedisServer:
-    """A redis-server child process. ``appendonly`` turns on the AOF (fsync every second)."""
+    """A redis-server child process. ``appendonly`` turns on the AOF, flushed to disk as
+    ``appendfsync`` says (docs/RELIABILITY.md: what each policy can lose)."""
 
     def __init__(self, workdir: Path, *, port: int | None = None, appendonly: bool = False,
-                 die_with_parent: bool = False) -> None:
+                 die_with_parent: bool = False, appendfsync: str = "everysec") -> None:
+        if appendfsync not in APPENDFSYNC:
+            raise ValueError(f"appendfsync={appendfsync!r} is not one of {', '.join(APPENDFSYNC)}")
         self.workdir = workdir
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.restarts = 0
         # Killed when this process dies (kill -9 included); start it from the main thread then.
         self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen[bytes] | None = None
@@ -46,7 +57,7 @@ class RedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no",
-                "--appendfsync", "everysec", "--protected-mode", "yes", "--daemonize", "no",
+                "--appendfsync", self.appendfsync, "--protected-mode", "yes", "--daemonize", "no",
                 "--logfile", str(self.workdir / "redis.log")]
         # A session of its own: a Ctrl-C in the terminal reaches the runner, which stops it last,
         # after the services that still write to it.
@@ -69,6 +80,16 @@ class RedisServer:
                     time.sleep(0.02)
         finally:
             client.close()
+
+    def revive(self) -> int | None:
+        """Start it again on the same port and directory (the AOF replays) if it died; return the
+        exit status it died with, or None while it runs. Call it from the thread that started it."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        status = self.proc.returncode
+        self.restarts += 1
+        self.start(timeout_s=60.0)  # replaying a large AOF takes a while
+        return status
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -85,12 +85,16 @@ class Supervisor:
 
     def __init__(self, specs: Sequence[ServiceSpec], base_env: dict[str, str], *,
                  out: IO[str] = sys.stdout, grace_s: float = 8.0,
-                 on_ready: Callable[[], None] | None = None) -> None:
+                 on_ready: Callable[[], None] | None = None,
+                 watch: Callable[[], None] | None = None) -> None:
         self.lock = threading.Lock()  # the output, shared with the log threads; never in a handler
         self.children = [Supervised(s, base_env, out, self.lock) for s in specs]
         self.out = out
         self.grace_s = grace_s
         self.on_ready = on_ready
+        # Called from the main loop on every poll: keeps something that is not a child alive (the
+        # runner's redis-server), from the thread that started it.
+        self.watch = watch
         self.signals = 0  # written by the signal handler only; read by the main loop
 
     def say(self, text: str) -> None:
@@ -114,6 +118,8 @@ class Supervisor:
             if self.on_ready is not None and not self.signals:
                 self.on_ready()
             while not self.signals:
+                if self.watch is not None:
+                    self.watch()
                 self._watch(time.monotonic())
                 time.sleep(POLL_S)
         finally:

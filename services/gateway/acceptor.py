@@ -122,6 +122,9 @@ class GatewayApp(fix.Application):
         self.registry = registry
         self.counters = counters
         self.on_logon = on_logon
+        # When this process started (UTC, as OrigSendingTime reads): a NewOrderSingle resent with
+        # PossDupFlag=Y and sent before it was sent to the previous gateway process (see _stale).
+        self.started = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())
 
     def onCreate(self, sid: fix.SessionID) -> None:
         try:
@@ -218,6 +221,8 @@ class GatewayApp(fix.Application):
         if msg_type not in HANDLED_TYPES:
             # The engine answers with its own BusinessMessageReject (380=3).
             raise fix.UnsupportedMessageType()
+        if msg_type == "D" and "\x0143=Y\x01" in raw and self._stale(raw, sid):
+            return
         try:
             self.counters.orders_in += 1
             direct = self.direct
@@ -229,6 +234,34 @@ class GatewayApp(fix.Application):
                 self._busy(msg_type, split_fields(raw))
         except Exception:
             self._failed("fromApp")
+
+    def _stale(self, raw: str, sid: fix.SessionID) -> bool:
+        """Refuse an order a client resends (PossDupFlag=Y) that it first sent before this gateway
+        process started, on a session whose orders end with it; True when refused.
+
+        The previous process may have put it on the bus and died before QuickFIX stored that it
+        had received it (the engine counts a message after fromApp returns), so the client's engine
+        resends it. Its session ended at this start (end_sessions_left_open) and the matcher forgot
+        its ClOrdIDs with it: taken again, the order would be a second one under the same ClOrdID
+        (issue 13's fault suite found it). It belongs to a session that ended: refused, like any
+        order of it that was still resting.
+        """
+        try:
+            f = split_fields(raw)
+            orig = f.get("122", "")
+            comp = self.registry.comp_of(sid)
+            cod = self.cancel_on_disconnect
+            if not orig or orig[:17] >= self.started or (cod is not None and comp not in cod):
+                return False
+            text = ("resent (PossDupFlag=Y) from before the exchange restarted: the session ended then "
+                    "and its orders were cancelled; send it again with a new ClOrdID if you still want it")
+            refusal = self.inbound.refusal("D", f, text, now_ns())
+            self.registry.send(refusal.session, refusal.body)
+            log.info("refused %s: %s", f.get("11", "?"), text, extra={"session": comp})
+            return True
+        except Exception:
+            self._failed("fromApp")
+            return False
 
     def _busy(self, msg_type: str, f: dict[str, str]) -> None:
         refusal = self.inbound.busy(msg_type, f, self.handoff.waiting, now_ns())

@@ -16,11 +16,13 @@ from benchmarks.chaos.faults import Options, run_case
 
 pytestmark = pytest.mark.e2e
 
+# Every fault but redis-everysec (tests/integration/test_redis_server.py covers that policy).
+FAULTS = ["matcher", "gateway-file", "gateway-memory", "publisher", "redis", "machine"]
 SHORT = Options(sessions=4, window=8, before_s=3.0, after_s=3.0)
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("fault", ["matcher"])
+@pytest.mark.parametrize("fault", FAULTS)
 def test_a_fault_under_load_loses_and_duplicates_nothing(fault: str, tmp_path: Path) -> None:
     case = run_case(fault, tmp_path, SHORT)
     t = case.tally
