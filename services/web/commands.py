@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 OPS = ("logon", "order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe",
-       "stp", "drop_next", "silent", "talk", "logout", "ping")
+       "stp", "drop_next", "silent", "talk", "logout", "ping", "resume")
 
 _SYMBOL = re.compile(r"^[A-Z][A-Z0-9.]{0,15}$")
 _PRICE = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,8})?$")
+_HEX = re.compile(r"\A[0-9a-f]{1,64}\Z")
 _CLORDID = re.compile(r"^[\x21-\x7e]{1,64}$")  # printable ASCII, no SOH or spaces
 MAX_QTY = 1_000_000_000
 SIDES = {"buy": 1, "sell": 2}
@@ -41,6 +42,7 @@ _KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "talk": (frozenset(), frozenset()),
     "logout": (frozenset(), frozenset()),
     "ping": (frozenset(), frozenset()),
+    "resume": (frozenset({"lab_id", "token", "last_n"}), frozenset({"lab_id", "token"})),
 }
 
 
@@ -59,6 +61,9 @@ class Command:
     clordid: str = ""
     tif: int = 0  # TimeInForce (59) of an order
     value: str = ""  # the op's own argument: MarketDepth for md_subscribe, the mode number for stp
+    lab_id: str = ""  # resume: the session the page followed before its socket closed
+    token: str = ""  # resume: the token logon_sent gave it
+    last_n: int = 0  # resume: the last wire record it shows
 
 
 def _short(value: Any) -> str:
@@ -166,4 +171,12 @@ def parse_command(text: str | bytes, max_bytes: int) -> Command:
         if not isinstance(mode, str) or mode not in STP_MODES:
             raise CommandError(f"mode must be one of {', '.join(STP_MODES)}, not {_short(mode)}")
         return Command(op, cmd_id, value=str(STP_MODES[mode]))
+    if op == "resume":
+        lab_id, token, last_n = obj["lab_id"], obj["token"], obj.get("last_n", 0)
+        if not (isinstance(lab_id, str) and _HEX.match(lab_id) and isinstance(token, str)
+                and _HEX.match(token)):
+            raise CommandError("resume needs the lab_id and token your page was given")
+        if isinstance(last_n, bool) or not isinstance(last_n, int) or not 0 <= last_n < 2**62:
+            raise CommandError(f"last_n must be a whole number, not {_short(last_n)}")
+        return Command(op, cmd_id, lab_id=lab_id, token=token, last_n=last_n)
     return Command(op, cmd_id)

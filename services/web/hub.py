@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
+import secrets
 import time
 from collections import Counter
 from collections.abc import Coroutine
@@ -65,6 +68,16 @@ class Hub:
         self.counters: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._rates: dict[str, tuple[float, int]] = {}
+        self._resume_secret: bytes | None = None
+
+    async def resume_token(self, lab_id: str) -> str:
+        """What a page must show to follow ``lab_id`` again: an HMAC of it under a secret kept in
+        Redis (the first web creates it; a restarted one reads it back)."""
+        if self._resume_secret is None:
+            await self.r.set(streams.WEB_RESUME_SECRET_KEY, secrets.token_bytes(32), nx=True)
+            secret: Any = await self.r.get(streams.WEB_RESUME_SECRET_KEY)
+            self._resume_secret = bytes(secret)
+        return hmac.new(self._resume_secret, lab_id.encode(), hashlib.sha256).hexdigest()[:32]
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)

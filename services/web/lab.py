@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
 import secrets
@@ -23,7 +24,7 @@ from services.web.mdbook import MdBooks
 from services.web.views import JSON, error_view, execution_view, notice_view, state_view, wire_view
 from services.web.wire import ParsedMessage
 from shared import streams
-from shared.bus import REDIS_ERRORS, publish
+from shared.bus import REDIS_ERRORS, id_after, publish
 from shared.clock import now_ns
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, SchemaError, WireRecord, decode_batch
 
@@ -42,10 +43,10 @@ FIX_OPS = frozenset({"order", "cancel", "replace", "status", "mass_cancel", "md_
 class LabLink:
     """A lab session this web instance started: follows its stream, sends its commands."""
 
-    def __init__(self, hub: Hub, page: Page) -> None:
+    def __init__(self, hub: Hub, page: Page, lab_id: str | None = None) -> None:
         self.hub = hub
         self.page: Page | None = page
-        self.lab_id = secrets.token_hex(8)
+        self.lab_id = lab_id or secrets.token_hex(8)
         self.gateway_id: str | None = None
         self.state: LabState | None = None
         self.started = time.monotonic()
@@ -53,6 +54,10 @@ class LabLink:
         self.logout_sent = False
         self.logout_wanted = False  # asked for before a gateway took the session
         self.md = MdBooks(hub.settings.common.instruments)  # what the session's own W and X rebuild
+        # Resuming (a page back after its socket closed): records up to ``skip_n`` are on the page
+        # already; the stream up to ``catch_up_to`` is read quietly, then the state and books go out.
+        self.skip_n = 0
+        self.catch_up_to: str | None = None
 
     @property
     def live(self) -> bool:
@@ -62,6 +67,17 @@ class LabLink:
         await publish(self.hub.r, streams.LAB_START_STREAM,
                       [LabStart(self.lab_id, client_addr, now_ns())], self.hub.settings.common.stream_maxlen)
         self.task = asyncio.create_task(self._follow(), name=f"lab-{self.lab_id}")
+
+    async def resume(self, last_n: int) -> bool:
+        """Follow a session another page socket (or another web process) started; False when it
+        has ended or its stream is gone."""
+        stream = streams.lab_stream(self.lab_id)
+        last: Any = await self.hub.r.xrevrange(stream, count=1)
+        if not last:
+            return False
+        self.skip_n, self.catch_up_to = last_n, last[0][0].decode()
+        self.task = asyncio.create_task(self._follow(), name=f"lab-{self.lab_id}")
+        return True
 
     async def command(self, cmd: LabCommand) -> None:
         if self.gateway_id is None:
@@ -117,6 +133,8 @@ class LabLink:
                     for entry_id, fields in entries:
                         last = entry_id.decode()
                         self._apply(fields)
+                        if self.catch_up_to is not None and not id_after(self.catch_up_to, last):
+                            self._caught_up()
                 if (self.page is None or self.logout_wanted) and self.gateway_id is not None \
                         and not self.logout_sent:
                     await self._logout()
@@ -128,15 +146,26 @@ class LabLink:
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.hub.r.expire(stream, LAB_STREAM_TTL_S)
 
+    def _caught_up(self) -> None:
+        """The resumed page now has what it missed: the session's state and its books."""
+        self.catch_up_to = None
+        if self.state is not None:
+            self._emit(state_view(self.state, now_ns(), self.hub.settings.open_orders))
+        for symbol in list(self.md.books):
+            self._emit(self.md.view(symbol))
+
     def _market_data(self, p: ParsedMessage, source: str, withheld: bool) -> None:
         """Rebuild the session's books from the W and X it received; drop one it unsubscribed, or
         that the exchange refused (Y)."""
+        quiet = self.catch_up_to is not None
         if source == "exchange":
             for symbol in self.md.apply(p):
-                self._emit(self.md.view(symbol))
+                if not quiet:
+                    self._emit(self.md.view(symbol))
         elif not withheld:
             for symbol in self.md.sent(p):
-                self._emit(self.md.view(symbol))
+                if not quiet:
+                    self._emit(self.md.view(symbol))
 
     def _apply(self, fields: dict[bytes, bytes]) -> None:
         try:
@@ -144,20 +173,23 @@ class LabLink:
         except SchemaError as exc:
             self._emit(error_view(f"an entry on the session's stream did not decode: {exc}", "bus"))
             return
+        quiet = self.catch_up_to is not None  # a resumed page's catch-up: only what it lacks
         for m in msgs:
             if isinstance(m, WireRecord):
                 view, parsed = wire_view(m, self.hub.dictionary)
-                self._emit(view)
-                extra = execution_view(parsed, m.source)
-                if extra is not None:
-                    self._emit(extra)
+                if m.n > self.skip_n:
+                    self._emit(view)
+                    extra = execution_view(parsed, m.source)
+                    if extra is not None:
+                        self._emit(extra)
                 self._market_data(parsed, m.source, m.withheld)
             elif isinstance(m, LabState):
                 self.state = m
                 if m.gateway_id:
                     self.gateway_id = m.gateway_id
-                self._emit(state_view(m, now_ns(), self.hub.settings.open_orders))
-            elif isinstance(m, LabNotice):
+                if not quiet:
+                    self._emit(state_view(m, now_ns(), self.hub.settings.open_orders))
+            elif isinstance(m, LabNotice) and not quiet:
                 self._emit(notice_view(m))
 
 
@@ -246,7 +278,11 @@ class Page:
             await link.start(self.address)  # a Redis error here leaves the page free to try again
             self.lab = link
             self.hub.labs.add(link)
-            self.send({"type": "logon_sent", "lab_id": link.lab_id, "id": cmd.id})
+            self.send({"type": "logon_sent", "lab_id": link.lab_id, "id": cmd.id,
+                       "resume_token": await self.hub.resume_token(link.lab_id)})
+            return
+        if cmd.op == "resume":
+            await self._resume(cmd)
             return
         lab = self.lab
         if lab is None or not lab.live:
@@ -286,6 +322,23 @@ class Page:
         else:
             await lab.command(LabCommand(lab.lab_id, cmd.op, ts=ts))
         self.hub.counters["commands_sent"] += 1
+
+
+    async def _resume(self, cmd: Command) -> None:
+        """Follow again the session this page had before its socket closed (the web restarted, the
+        network dropped): only with the token logon_sent gave it, so no other page can."""
+        if not hmac.compare_digest(cmd.token, await self.hub.resume_token(cmd.lab_id)):
+            raise CommandError("That session cannot be resumed from this page.")
+        if self.lab is not None and self.lab.live:
+            raise CommandError("This page already follows a session.")
+        link = LabLink(self.hub, self, cmd.lab_id)
+        if not await link.resume(cmd.last_n):
+            self.send({"type": "state", "lab_id": cmd.lab_id, "status": "ended", "orders": [],
+                       "text": "it ended while this page was away (its record is gone)"})
+            return
+        self.lab = link
+        self.hub.labs.add(link)
+        self.send({"type": "resumed", "lab_id": cmd.lab_id, "id": cmd.id})
 
 
 def _cmd_id(data: str | bytes) -> str | None:

@@ -82,6 +82,10 @@ def bench_instances_key(run_id: str) -> str:
     return f"{PREFIX}:bench:{run_id}:instances"
 
 
+# The web's key for resume tokens (HMAC of a lab_id): kept in Redis so that a restarted web
+# recognises the tokens the one before it gave its pages.
+WEB_RESUME_SECRET_KEY = f"{PREFIX}:web:resume-secret"
+
 # Lab CompID claims (services.gateway.lab.claims): one key per claimed CompID, all in one slot.
 LAB_COMPID_CURSOR_KEY = f"{PREFIX}:{{lab-compids}}:cursor"
 

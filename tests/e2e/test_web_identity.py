@@ -124,8 +124,11 @@ def test_one_page_cannot_act_for_or_see_another(web: WebProcess, test_output: Pa
             b.send({"op": "cancel", "clordid": resting, "lab_id": sa["lab_id"], "id": "x1"})
             b.send({"op": "logout", "lab_id": sa["lab_id"], "id": "x2"})
             b.send({"op": "logon", "lab_id": sa["lab_id"], "id": "x3"})
-            eventually(lambda: len(b.errors()) >= before + 3, 10, what="B's three commands refused")
+            # Following A's session needs the token only A's page was given (logon_sent).
+            b.send({"op": "resume", "lab_id": sa["lab_id"], "token": "0" * 32, "id": "x4"})
+            eventually(lambda: len(b.errors()) >= before + 4, 10, what="B's four commands refused")
             assert all(e["code"] == "bad_command" for e in b.errors()[before:]), b.errors()[before:]
+            assert "cannot be resumed" in b.errors()[before + 3]["text"]
             b.send({"op": "cancel", "clordid": resting, "id": "c1"})
             b.send({"op": "replace", "clordid": resting, "price": "99.00", "qty": 5, "id": "r1"})
             # Both refused on B's own session: by B's lab engine (it never sent that order) with a

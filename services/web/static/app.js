@@ -15,6 +15,9 @@ function el(tag, cls, text) {
 const S = {
   ws: null, hello: null, state: null, live: false, heartbeat: 0, expiresAt: null,
   lastClientSent: null, silentSince: null, lastSeqShown: 0, wireCount: 0, fills: 0,
+  // Reconnecting: the session this page follows (lab_id, the token to resume it, the last wire
+  // record shown) and how long to wait before the next attempt.
+  resume: null, lastN: 0, retryMs: 0,
 };
 
 // ---------------------------------------------------------------- connection
@@ -22,17 +25,33 @@ function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(`${proto}//${location.host}/ws`);
   S.ws = ws;
-  ws.onopen = () => setConn("connected", "on");
+  ws.onopen = () => {
+    setConn("connected", "on");
+    if (S.retryMs) {  // back after the connection closed: follow our session again, if it was live
+      S.retryMs = 0;
+      $("banner").hidden = true;
+      if (S.resume && S.live) send({ op: "resume", lab_id: S.resume.lab_id, token: S.resume.token, last_n: S.lastN });
+      else notice("Reconnected to the lab.", "info");
+    }
+  };
   ws.onmessage = (ev) => {
     let msg;
     try { msg = JSON.parse(ev.data); } catch (e) { return; }
     handle(msg);
   };
   ws.onclose = (ev) => {
-    setConn(ev.code === 1008 ? "refused" : "disconnected", "off");
-    S.live = false;
-    updateButtons();
-    if (ev.code !== 1008) banner(`The connection to the lab closed (${ev.code}${ev.reason ? ": " + ev.reason : ""}). Reload the page to start again.`, "error");
+    if (ev.code === 1008) {  // refused (a page limit): reconnecting would be refused again
+      setConn("refused", "off");
+      S.live = false;
+      updateButtons();
+      return;
+    }
+    // The web restarted, the network dropped, or this page fell behind: reconnect by ourselves,
+    // then resume our session (see ws.onopen); the session itself lives on at the exchange.
+    setConn("reconnecting", "off");
+    S.retryMs = Math.min(8000, S.retryMs ? S.retryMs * 2 : 500);
+    banner(`The connection to the lab closed (${ev.code}${ev.reason ? ": " + ev.reason : ""}). Reconnecting in ${(S.retryMs / 1000).toFixed(1)} s…`, "error");
+    setTimeout(connect, S.retryMs);
   };
 }
 
@@ -68,7 +87,10 @@ function handle(m) {
     case "md_book": onMdBook(m); break;
     case "trade": onTrade(m, true); break;
     case "tape": (m.trades || []).forEach((t) => onTrade(t, false)); break;
-    case "logon_sent": setStatus("connecting", "connecting…"); break;
+    case "logon_sent":
+      S.resume = { lab_id: m.lab_id, token: m.resume_token }; S.lastN = 0;
+      setStatus("connecting", "connecting…"); break;
+    case "resumed": notice("Reconnected: following your FIX session again (what it did meanwhile is on the wire).", "info"); break;
     default: break;
   }
 }
@@ -143,6 +165,7 @@ function summary(m) {
 // a second) never reads layout once per message.
 let pendingWire = [];
 function onWire(m) {
+  if (S.resume && m.n > S.lastN) S.lastN = m.n;
   if (m.source === "client" && !m.withheld) S.lastClientSent = Date.now();
   if (m.source === "exchange") S.lastExchangeSent = Date.now();
   pendingWire.push(m);
