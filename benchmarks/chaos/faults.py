@@ -17,6 +17,7 @@ from pathlib import Path
 
 from benchmarks.chaos.client import ChaosClient
 from benchmarks.chaos.ledger import Tally, tally
+from benchmarks.chaos.pages import Pages
 from benchmarks.chaos.stack import (
     Runner,
     bots_logged_on,
@@ -54,6 +55,7 @@ class Options:
     after_s: float = 8.0  # load after the stack recovered
     recover_timeout_s: float = 90.0
     settle_s: float = 2.0  # no report for this long: every report has arrived
+    pages: int = 2  # lab pages trading through the web meanwhile (0: none)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -221,14 +223,22 @@ def run_case(name: str, base: Path, opts: Options) -> Case:
     client = ChaosClient("127.0.0.1", fix_port, comp_ids, run_tag=f"{name[:3]}{int(time.time()) % 100000}.",
                          window=opts.window, store_dir=work / "client-store", keep_sequences=keep)
     case = Case(name, title, runner, client, comp_ids)
+    pages = Pages(f"ws://127.0.0.1:{web_port}/ws", opts.pages) if opts.pages else None
     try:
         client.start()
+        if pages is not None:
+            pages.start()
         client.send(True)
         time.sleep(opts.before_s)
         inject(case, opts)
         if name != "machine":
             time.sleep(opts.after_s)
             client.send(False)
+        if pages is not None:  # before the books are read: their orders would move the stream on
+            pages.stop()
+            case.saw.append(pages.summary())
+            pages = None
+        if name != "machine":
             _settle(case, opts)
         resting = matcher_state(runner.redis(), runner.env)
         mine = {c: cum for (s, c), cum in resting.items() if s in comp_ids}
@@ -236,6 +246,9 @@ def run_case(name: str, base: Path, opts: Options) -> Case:
         if client.app.rejects_sent:
             case.saw.append(f"{client.app.rejects_sent} session Rejects sent by our strict clients")
     finally:
+        if pages is not None:
+            pages.stop()
+            case.saw.append(pages.summary())
         if name != "machine":
             client.stop()
         runner.stop()
