@@ -1,9 +1,9 @@
 """The fault suite (``make chaos``), shortened: each fault of issue 13 under a short load, with nothing
 lost and nothing duplicated (benchmarks/chaos; docs/RELIABILITY.md has the long run's figures).
 
-Each case starts the stack as ``make run`` does, puts 4 strict QuickFIX sessions (window 8) on it,
-kills something with kill -9, and compares every ExecutionReport the sessions received with the
-matcher's state read afresh after the run.
+Each case starts the stack as ``make run`` does, puts 4 strict QuickFIX sessions (window 8) and two
+trading lab pages on it, kills something with kill -9, and compares every ExecutionReport the
+sessions received with the matcher's state read afresh after the run.
 """
 
 from __future__ import annotations
