@@ -227,3 +227,83 @@ def test_framing_problems_name_a_wrong_checksum_and_body_length() -> None:
     for cut in range(len(LOGON)):
         framing_problems(LOGON[:cut])  # never raises on a fragment
     assert framing_problems(b"") == [] and framing_problems(b"10=\x01") == []
+
+
+# Long messages (a book snapshot's repeating group) take the split functions' fast path: what it
+# gives must be what one piece at a time gives (the references below, the functions' documented
+# meaning), for well-formed text and for every way a piece can be wrong.
+
+def _pieces(text: str) -> list[str]:
+    parts = text.split("\x01")
+    return parts[:-1] if not parts[-1] else parts
+
+
+def reference_split_pairs(text: str) -> list[tuple[str, str]]:
+    out = []
+    for piece in _pieces(text):
+        if not piece:
+            continue
+        tag, sep, value = piece.partition("=")
+        if not sep or not tag.isdigit():
+            raise MalformedMessage(f"not a tag=value field: {piece[:40]!r}")
+        out.append((tag, value))
+    return out
+
+
+def reference_pairs(text: str) -> list[tuple[int | None, str]]:
+    out: list[tuple[int | None, str]] = []
+    for piece in _pieces(text):
+        tag, sep, value = piece.partition("=")
+        ok = sep and tag.isdigit() and tag.isascii()
+        out.append((int(tag), value) if ok else (None, piece))
+    return out
+
+
+def reference_field_values(text: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for tag, value in reference_pairs(text):
+        if tag is not None and tag not in out:
+            out[tag] = value
+    return out
+
+
+BOOK = "".join(f"269={i % 2}\x01270=1.{i:05d}\x01271={1000 * i}\x01" for i in range(20))
+SNAPSHOT = "8=FIX.4.4\x019=999\x0135=W\x01262=r1\x0155=ACORN.LAB\x01268=20\x01" + BOOK + "10=000\x01"
+
+_tag = st.one_of(st.integers(0, 999).map(str), st.sampled_from(["", "a", "1a", "\u0663", "\u00b2", "007"]))
+_value = st.one_of(st.integers(0, 10**6).map(str), st.sampled_from(["", "a=b", "=", "\u00e9", "\x02", " "]))
+_piece = st.one_of(st.tuples(_tag, _value).map("=".join), _tag, st.just(""))
+
+
+@given(st.lists(_piece, max_size=60), st.sampled_from(["", "\x01", "\x01\x01"]), st.booleans())
+def test_long_messages_split_like_one_piece_at_a_time(pieces: list[str], end: str, book: bool) -> None:
+    text = (SNAPSHOT if book else "") + "\x01".join(pieces) + end
+    try:
+        expected = reference_split_pairs(text)
+    except MalformedMessage as exc:
+        with pytest.raises(MalformedMessage) as raised:
+            split_pairs(text)
+        assert str(raised.value) == str(exc)
+        with pytest.raises(MalformedMessage) as raised:
+            split_fields(text)
+        assert str(raised.value) == str(exc)
+    else:
+        assert split_pairs(text) == expected
+        assert list(split_fields(text).items()) == list(dict(expected).items())
+    assert pairs(text) == reference_pairs(text)
+    assert list(field_values(text).items()) == list(reference_field_values(text).items())
+
+
+def test_a_long_message_with_odd_pieces_is_read_like_a_short_one() -> None:
+    assert len(SNAPSHOT) > 256  # long enough for the fast path
+    assert split_pairs(SNAPSHOT)[6:9] == [("269", "0"), ("270", "1.00000"), ("271", "0")]
+    assert field_values(SNAPSHOT)[270] == "1.00000"  # the first of 20
+    assert list(field_values(SNAPSHOT))[:3] == [8, 9, 35]
+    assert split_pairs(SNAPSHOT + "58=a=b\x01")[-1] == ("58", "a=b")
+    assert split_pairs(SNAPSHOT + "\x0158=c\x01")[-1] == ("58", "c")
+    assert split_pairs(SNAPSHOT + "58=c")[-1] == ("58", "c")
+    assert pairs(SNAPSHOT + "58\x01")[-1] == (None, "58")
+    assert pairs(SNAPSHOT + "\u0663=x\x01")[-1] == (None, "\u0663=x")
+    for bad in ("58", "58\x01", "=x\x01", "a1=x\x01", "58\x0159=1=2\x01"):
+        with pytest.raises(MalformedMessage, match="not a tag=value field"):
+            split_pairs(SNAPSHOT + bad)
