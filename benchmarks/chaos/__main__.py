@@ -39,6 +39,7 @@ def row(case: Case) -> tuple[str, ...]:
         (t.cancelled, "cancelled"), (t.resting, "resting at the end"), (t.rejected, "rejected"),
         (t.unreported, "unreported (done on the bus, report never received)"),
         (t.redelivered, "reports received twice (same ExecID)"),
+        (t.resent, "reports recovered by ResendRequest (PossDupFlag=Y)"),
         (t.unanswered, "never answered, not on the bus"),
         (t.unconfirmed, "in the book without a New received")) if n]
     if not case.extra_ok:

@@ -12,7 +12,8 @@ Definitions (docs/RELIABILITY.md):
   the client was told, but the client never got that report. The order is safe; a report is missing.
 - duplicated: two ExecutionReports New with different ExecIDs for one ClOrdID, or fills (distinct
   ExecIDs) adding up to more than its quantity.
-- redelivered: the same ExecID received more than once (a resend; PossDupFlag says which).
+- redelivered: the same ExecID received more than once; resent: reports that came through a
+  ResendRequest (PossDupFlag=Y), e.g. those produced while the client was away.
 - unanswered: sent, no answer at all, and not in the book: it never reached the matcher.
 - unconfirmed: sent, no ExecutionReport New reached the client, yet the matcher has it.
 """
@@ -91,6 +92,7 @@ class Tally:
     duplicated: int
     unreported: int
     redelivered: int
+    resent: int  # reports that came again through a ResendRequest (PossDupFlag=Y)
     unanswered: int
     unconfirmed: int
     examples: tuple[str, ...]  # a few ClOrdIDs of lost or duplicated orders, to look at
@@ -105,10 +107,11 @@ def tally(orders: Mapping[str, OrderView], resting: Mapping[str, int],
     and the ClOrdIDs the bus holds a terminal event for (filled completely or cancelled)."""
     done = set(done_on_bus)
     acknowledged = rejected = filled = cancelled = rest = 0
-    lost = duplicated = unreported = redelivered = unanswered = unconfirmed = 0
+    lost = duplicated = unreported = redelivered = resent = unanswered = unconfirmed = 0
     examples: list[str] = []
     for clordid, v in orders.items():
         redelivered += v.repeats
+        resent += v.possdup
         over = len(v.news) > 1 or v.filled_qty > v.qty
         if over:
             duplicated += 1
@@ -138,4 +141,4 @@ def tally(orders: Mapping[str, OrderView], resting: Mapping[str, int],
             lost += 1
             examples.append(f"{clordid}: New, filled {v.filled_qty} of {v.qty}, not in the book")
     return Tally(len(orders), acknowledged, rejected, filled, cancelled, rest, lost, duplicated, unreported,
-                 redelivered, unanswered, unconfirmed, tuple(examples[:limit_examples]))
+                 redelivered, resent, unanswered, unconfirmed, tuple(examples[:limit_examples]))

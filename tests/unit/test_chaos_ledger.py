@@ -50,7 +50,7 @@ def test_two_news_or_an_overfill_is_a_duplicate_but_a_resent_report_is_not() -> 
                        new("c", "E6"), new("c", "E6", t43="Y"), fill("c", "E7"), fill("c", "E7"))
     t = tally(ledger.orders, {"a": 0})
     assert t.duplicated == 2 and t.redelivered == 2
-    assert ledger.orders["c"].possdup == 1
+    assert ledger.orders["c"].possdup == 1 and t.resent == 1
 
 
 def test_orders_without_a_new() -> None:
