@@ -260,12 +260,12 @@ class Book:
             prices, levels = self.ask_prices, self.asks
             px = self.ask_top
             best = 0  # asks: the best price is the list's first
-            touch = self.touched_asks.add
+            touched = self.touched_asks
         else:
             prices, levels = self.bid_prices, self.bids
             px = self.bid_top
             best = -1
-            touch = self.touched_bids.add
+            touched = self.touched_bids
         append = fills.append
         pro_rata = self.pro_rata
         resting = self.resting
@@ -273,7 +273,7 @@ class Book:
             if (px > limit) if best == 0 else (px < limit):  # also when the side is empty
                 break
             level = levels[px]
-            touch(px)
+            touched.add(px)
             orders = level
             if pro_rata and qty < level.qty:
                 self.resting = resting

@@ -465,13 +465,13 @@ class Engine:
         elif tif == FOK:
             why = _fok_text(book, qty, price)
         if cum == qty:
-            state.keep((clordid, order_id, symbol, side, price, qty, qty, cost, ST_FILLED))
+            state.done.append((clordid, order_id, symbol, side, price, qty, qty, cost, ST_FILLED))
             return
         if not why and tif > GTC:
             why = "IOC: remainder cancelled" if tif == IOC else _fok_text(book, qty, price)
         if why:
             state.closed[clordid] = ST_CANCELED
-            state.keep((clordid, order_id, symbol, side, price, qty, cum, cost, ST_CANCELED))
+            state.done.append((clordid, order_id, symbol, side, price, qty, cum, cost, ST_CANCELED))
             self._out.append((reply_to, (_CANCELLED, session, clordid, clordid, order_id, symbol, side, price,
                                          qty, cum, cost, why, self._exec_id(), ts)))
             return
