@@ -59,6 +59,10 @@ class GatewaySettings:
     # its size (QuickFIX's send): 100 ms keeps 32 subscribers of a busy book near 2-3% of a core.
     md_interval_s: float = 0.1
     md_max_trades: int = 50
+    # A connection whose peer leaves at least this many bytes unread for stall_s on end is cut off
+    # (stalled.py); 0 seconds: never.
+    stall_s: float = 30.0
+    stall_bytes: int = 65536
 
     @property
     def dictionary_path(self) -> Path:
@@ -122,4 +126,6 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         direct_idle_s=env_float(env, ENV_PREFIX + "DIRECT_IDLE_US", 250.0, lo=0.0, hi=1e7) / 1e6,
         md_interval_s=env_int(env, ENV_PREFIX + "MD_INTERVAL_MS", 100, lo=1, hi=60_000) / 1000,
         md_max_trades=env_int(env, ENV_PREFIX + "MD_MAX_TRADES", 50, lo=1, hi=100_000),
+        stall_s=env_float(env, ENV_PREFIX + "FIX_STALL_S", 30.0, lo=0.0),
+        stall_bytes=env_int(env, ENV_PREFIX + "FIX_STALL_BYTES", 65536, lo=1),
     )

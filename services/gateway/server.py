@@ -29,6 +29,7 @@ from services.gateway.sessions import (
     trd_match_sessions,
 )
 from services.gateway.silence import SilenceWatchdog
+from services.gateway.stalled import StallWatch
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
@@ -109,6 +110,8 @@ class Gateway:
         # refuses are answered on the events stream. Bounded: records not yet on the bus.
         self.handoff = Handoff(prefix, max_pending=settings.queue_max)
         self.silence = SilenceWatchdog(settings.silent_logout) if settings.silent_logout > 0 else None
+        self.stall = (StallWatch(settings.fix_port, settings.stall_bytes, settings.stall_s)
+                      if settings.stall_s > 0 else None)
         self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
         self.stp_configured = stp_modes(specs)  # the sessions file's; the lab page changes its own
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
@@ -164,6 +167,7 @@ class Gateway:
             "unroutable": c.unroutable,
             "callback_errors": c.callback_errors + p.errors + p.bad_reports,
             "silent_logouts": self.silence.logouts if self.silence is not None else 0,
+            "stalled_readers_cut": self.stall.cut if self.stall is not None else 0,
             "labs": "on" if self.labs is not None else "off",
             **self.market.stats(),
         }
@@ -177,6 +181,8 @@ class Gateway:
         if self.silence is not None:
             self.silence.start()
         self.acceptor.start()
+        if self.stall is not None:
+            self.stall.start()
         log.info("FIX acceptor listening on %s:%d (%d sessions, SenderCompID FIXLAB)",
                  self.settings.fix_host, self.settings.fix_port, self.session_count)
         if self.settings.labs:
@@ -220,6 +226,8 @@ class Gateway:
                 self.labs.stop()
             except Exception:
                 log.exception("lab manager did not stop cleanly")
+        if self.stall is not None:
+            self.stall.stop()
         if self.silence is not None:
             self.silence.stop()  # before the acceptor: it calls into the acceptor's Sessions
         # Logout to every session; each onLogout hands a SessionEnded the publisher still publishes.

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from websockets.sync.client import ClientConnection, connect
 
+from shared import streams
 from tests.e2e.webstack import Client, WebProcess, web_process
 from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order
 from tests.helpers import eventually
@@ -36,6 +38,7 @@ QUEUE = 300  # the web's per-page queue, small so that a stalled page falls that
 BENCH_ORDERS = 20_000
 WEB_GROWTH_MIB = 60
 GATEWAY_GROWTH_MIB = 120
+STALL_S = 5  # the gateway cuts off a FIX peer that leaves 64 KiB unread this long (30 s by default)
 
 
 @dataclass
@@ -47,7 +50,8 @@ class Site:
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
     env = {"FIXLAB_WS_QUEUE": str(QUEUE), "FIXLAB_MARKET_INTERVAL": "0.02", "FIXLAB_PAGES_PER_ADDRESS": "10"}
-    with gateway_stack(None, labs=True, gateway_id="gwslow") as stack, \
+    gw_env = {"FIXLAB_FIX_STALL_S": str(STALL_S)}
+    with gateway_stack(None, labs=True, gateway_id="gwslow", env=gw_env) as stack, \
             web_process(stack.redis_url, env=env) as web:
         yield Site(stack, web)
 
@@ -134,6 +138,14 @@ def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) ->
         b.send("D", order("after-s", 2, 1, "110.00"))
         b.expect("8", lambda m: m.get(11) == "after-s" and m.get(150) == "F")
 
+    # The deaf FIX client was cut off (its backlog no longer grows in QuickFIX's send queue): what
+    # the kernel held for it, then the end of the connection.
+    assert deaf.closed(timeout_s=60), "the gateway still holds the connection of a client that never reads"
+    r = redis.Redis.from_url(site.stack.redis_url)
+    cut = eventually(lambda: int(r.hget(streams.health_key("gateway", "gwslow"), "stalled_readers_cut") or 0),
+                     10, what="the gateway's count of stalled readers cut off")
+    r.close()
+    assert cut >= 1
     rss1 = {"web": rss_mib(web_pid), "gateway": rss_mib(gw_pid)}
     print(f"\nslow consumers: rss MiB before {rss0}, after {rss1}; web counters {status['web']}")
     assert site.web.proc.poll() is None and site.stack.gateway.poll() is None
