@@ -78,6 +78,13 @@ def _socket_fds() -> dict[int, int]:
     return out
 
 
+def _still(fd: int, inode: int) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == f"socket:[{inode}]"
+    except OSError:
+        return False
+
+
 class StallWatch:
     """The thread: once a second, the acceptor's connections' unacknowledged bytes, and cut-offs."""
 
@@ -122,9 +129,8 @@ class StallWatch:
         queued = {inode: q for inode, (q, _) in conns.items() if inode in ours}
         for inode in self.tracker.update(now, queued):
             fd = ours.get(inode)
-            with contextlib.suppress(OSError):
-                if fd is None or os.readlink(f"/proc/self/fd/{fd}") != f"socket:[{inode}]":
-                    continue  # closed meanwhile (and the number perhaps reused)
+            if fd is None or not _still(fd, inode):
+                continue  # closed meanwhile (and the number perhaps reused)
             with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as sock:
                 sock.shutdown(socket.SHUT_RDWR)
                 self.cut += 1
