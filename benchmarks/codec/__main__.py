@@ -100,6 +100,17 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))}
 
 
+def timed_by(run: dict[str, Any], names: list[str]) -> list[str]:
+    """The adapters a recorded run timed: its own list, or (older runs) read from its --adapter options."""
+    if "timed" in run:
+        return list(run["timed"])
+    words = shlex.split(run["command"])
+    wanted = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--adapter"]
+    if "--probes-only" in words:
+        return []
+    return [n for n in names if not wanted or any(a in n for a in wanted)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.codec", description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=50_000, help="timed samples per operation")
@@ -151,13 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.probes_only:
         return 1 if failed else 0
     context["wall_seconds"] = round(time.time() - started)
+    context["timed"] = sorted({r["adapter"] for r in rows})
     runs = [context]
     args.out.mkdir(parents=True, exist_ok=True)
     if args.merge and (args.out / "codec.json").is_file():
         earlier = json.loads((args.out / "codec.json").read_text())
         timed = {r["adapter"] for r in rows}
         rows = [r for r in earlier["rows"] if r["adapter"] not in timed] + rows
-        runs = earlier["runs"] + runs
+        # An earlier run none of whose rows are left says nothing about the table any more.
+        names = [a.name for a in measured]
+        runs = [r for r in earlier["runs"] if not set(timed_by(r, names)) <= timed] + runs
     result = {"runs": runs, "adapters": {a.name: a.note for a in measured}, "rows": rows,
               "not_ranked": failed}
     (args.out / "codec.json").write_text(json.dumps(result, indent=1) + "\n")

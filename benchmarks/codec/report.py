@@ -57,6 +57,7 @@ def markdown(result: dict[str, Any]) -> str:
         "9001/9002 FNV-1a hashes. W's checked parse also checks the top of book on its own.",
         "",
     ]
+    lines += _target(result["rows"])
     if result.get("not_ranked"):
         lines += ["**Not ranked** (failed a probe): " + "; ".join(
             f"{k}: {', '.join(p)}" for k, p in result["not_ranked"].items()), ""]
@@ -95,6 +96,23 @@ def markdown(result: dict[str, Any]) -> str:
               "instead: a pure-Python FNV-1a over D's ~100 typed bytes would cost more than the parse it "
               "checks. The seed's text publishes NewOrderSingle figures only.", ""]
     return "\n".join(lines)
+
+
+def _target(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 15's target: the project's codec at or under QuickFIX/Go's published D p50s."""
+    go = SEED_004_D["QuickFIX/Go"]
+    out = []
+    for op in ("encode", "checked parse"):
+        ours = [r for r in rows if r["adapter"].startswith("FIX Lab") and r["message"] == "D"
+                and r["operation"] == op]
+        if ours:
+            ref = go[OPERATIONS.index(op)][0]
+            verdict = "met" if ours[0]["p50"] <= ref else "not met"
+            out.append(f"D {op} p50 {_n(ours[0]['p50'])} ns against QuickFIX/Go's {_n(ref)}: {verdict}")
+    if not out:
+        return []
+    return ["Target (issue 15: the project's codec at or under QuickFIX/Go's published p50s, another "
+            "machine): " + "; ".join(out) + ".", ""]
 
 
 def chart(result: dict[str, Any]) -> str:

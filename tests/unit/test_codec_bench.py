@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.codec import oracle
-from benchmarks.codec.__main__ import main, probe
+from benchmarks.codec.__main__ import main, probe, timed_by
 from benchmarks.codec.adapters import FixLabCodec, adapters
+from benchmarks.codec.report import markdown
 from shared.fix.codec import encode
 
 needs_fixtures = pytest.mark.skipif(not (oracle.FIXTURES / oracle.FILES["D"]).is_file(),
@@ -103,3 +104,24 @@ def test_a_short_run_writes_the_tables(tmp_path: Path) -> None:
     md = (tmp_path / "codec.md").read_text()
     assert "QuickFIX/Go, another machine" in md and "FIX Lab shared.fix.codec" in md
     assert (tmp_path / "codec.svg").read_text().startswith("<svg")
+
+
+def test_a_merge_drops_the_runs_whose_rows_are_all_replaced() -> None:
+    names = ["QuickFIX Python, typed fields", "simplefix", "FIX Lab shared.fix.codec"]
+    assert timed_by({"command": "python -m benchmarks.codec --samples 2000"}, names) == names
+    assert timed_by({"command": "python -m benchmarks.codec --adapter 'FIX Lab' --merge"}, names) == [
+        "FIX Lab shared.fix.codec"]
+    assert timed_by({"command": "python -m benchmarks.codec --adapter Quick --adapter simple"}, names) == [
+        "QuickFIX Python, typed fields", "simplefix"]
+    assert timed_by({"command": "python -m benchmarks.codec --probes-only"}, names) == []
+    assert timed_by({"command": "anything", "timed": ["simplefix"]}, names) == ["simplefix"]
+
+
+def test_the_table_says_whether_the_target_is_met() -> None:
+    def row(op: str, p50: float) -> dict[str, object]:
+        return {"adapter": "FIX Lab shared.fix.codec", "message": "D", "operation": op, "p50": p50,
+                "p90": p50, "p99": p50, "p99.9": p50, "samples": 10, "warmup": 1}
+
+    md = markdown({"runs": [], "adapters": {}, "rows": [row("encode", 4000), row("checked parse", 5000)]})
+    assert ("D encode p50 4,000 ns against QuickFIX/Go's 11,626: met; "
+            "D checked parse p50 5,000 ns against QuickFIX/Go's 3,521: not met.") in md
