@@ -736,14 +736,18 @@ class Engine:
         self.end_of_day = day
         day_orders = [o for book in self.books.values() for o in book.orders() if o.tif == DAY]
         for order in day_orders:
-            self.books[order.symbol].remove(order)
-            state = order.owner
-            del state.live[order.clordid]
-            state.closed[order.clordid] = ST_CANCELED
-            state.keep(order)
-            self._cancelled(order, "end of day", ts)
-            self._dirty[order.symbol] = ts
+            self._withdraw(order, "end of day", ts)
         return False
+
+    def _withdraw(self, order: Order, text: str, ts: int) -> None:
+        """The exchange cancels a resting order of a live session (end of day, mass cancel)."""
+        self.books[order.symbol].remove(order)
+        state = order.owner
+        del state.live[order.clordid]
+        state.closed[order.clordid] = ST_CANCELED
+        state.keep(order)
+        self._cancelled(order, text, ts)
+        self._dirty[order.symbol] = ts
 
     def _status(self, w: Wire) -> bool:
         """StatusRequest: one StatusReport with the order's current or final state."""
@@ -845,12 +849,7 @@ class Engine:
         self._out.append((reply_to, (_MASS_CANCEL_REPORT, session, clordid, request_id, request_type,
                                      request_type, 0, len(hit), symbol, side, "", ts)))
         for order in hit:
-            self.books[order.symbol].remove(order)
-            del state.live[order.clordid]
-            state.closed[order.clordid] = ST_CANCELED
-            state.keep(order)
-            self._cancelled(order, "mass cancel", ts)
-            self._dirty[order.symbol] = ts
+            self._withdraw(order, "mass cancel", ts)
         return False
 
     def _image_request(self, w: Wire) -> bool:
