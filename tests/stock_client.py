@@ -109,9 +109,9 @@ def nos(clordid: str, side: int, qty: int, price: str) -> list[tuple[int, object
 class StockSession:
     """One logged-on session of a stock client: its application, and a way to send on it."""
 
-    def __init__(self, comp: str) -> None:
+    def __init__(self, comp: str, client: StockClient | None = None) -> None:
         self.comp = comp
-        self.client = StockClient()
+        self.client = client if client is not None else StockClient()
         self.sid = fix.SessionID("FIX.4.4", comp, "FIXLAB")
 
     def send(self, msg_type: str, body: list[tuple[int, object]]) -> None:
@@ -119,10 +119,11 @@ class StockSession:
 
 
 @contextlib.contextmanager
-def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int = 1
-                   ) -> Iterator[list[StockSession]]:
-    """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out."""
-    sessions = [StockSession(comp) for comp in comps]
+def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int = 1,
+                   app: Callable[[], StockClient] = StockClient) -> Iterator[list[StockSession]]:
+    """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out.
+    ``app`` makes each session's application (a StockClient that records more, for instance)."""
+    sessions = [StockSession(comp, app()) for comp in comps]
     initiators = [fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
                                       stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp], heartbeat_s))
                   for s in sessions]

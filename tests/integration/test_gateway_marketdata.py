@@ -25,7 +25,7 @@ from shared.bus import publish
 from shared.schema import BookImage, ImageRequest, decode_batch
 from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order
 from tests.helpers import eventually
-from tests.stock_client import SOH, StockClient, StockSession, stock_settings
+from tests.stock_client import SOH, StockClient, StockSession, stock_sessions
 
 pytestmark = [
     pytest.mark.integration,
@@ -58,24 +58,10 @@ class MDClient(StockClient):
             return list(self.md)
 
 
-@contextlib.contextmanager
-def md_sessions(workdir: Path, port: int, comps: list[str]) -> Iterator[list[StockSession]]:
+def md_sessions(workdir: Path, port: int, comps: list[str]) -> contextlib.AbstractContextManager[
+        list[StockSession]]:
     """Stock initiators whose applications are MDClients, logged on; stopped on the way out."""
-    sessions = [StockSession(comp) for comp in comps]
-    initiators = []
-    for s in sessions:
-        s.client = MDClient()
-        initiators.append(fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
-                                              stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp])))
-    for initiator in initiators:
-        initiator.start()
-    try:
-        for s in sessions:
-            assert s.client.logged_on.wait(15), f"{s.comp} did not log on"
-        yield sessions
-    finally:
-        for initiator in initiators:
-            initiator.stop()
+    return stock_sessions(workdir, port, comps, app=MDClient)
 
 
 def v(req_id: str, kind: int = 1, depth: int = 0, types: str = "012",
