@@ -27,7 +27,7 @@ from shared.machine import describe
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 HEAD = ("fault", "orders sent", "acknowledged", "filled", "lost", "duplicated", "time to recover",
-        "what the FIX clients saw")
+        "what the FIX clients and pages saw")
 
 
 def row(case: Case) -> tuple[str, ...]:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         record: dict[str, Any] = {"date": started, "command": command.strip(), **info,
                                   "options": dataclasses.asdict(opts), "cases": [
                                       {"name": c.name, "fault": c.fault, "saw": c.saw,
-                                       "recover_s": c.recover_s, "extra_ok": c.extra_ok,
+                                       "recover_s": c.recover_s, "extra_ok": c.extra_ok, "figures": c.figures,
                                        "tally": dataclasses.asdict(c.tally) if c.tally else None}
                                       for c in cases]}
         args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")

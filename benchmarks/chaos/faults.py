@@ -8,16 +8,21 @@ report has arrived, reads the matcher's state and tallies the ledger against it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from benchmarks.chaos.client import ChaosClient
 from benchmarks.chaos.ledger import Tally, tally
 from benchmarks.chaos.pages import Pages
+from benchmarks.chaos.slow import DeafFix, StalledPage
 from benchmarks.chaos.stack import (
     Runner,
     bots_logged_on,
@@ -26,6 +31,8 @@ from benchmarks.chaos.stack import (
     terminal_events,
     wait_for,
 )
+from benchmarks.load import rss_mib
+from shared import streams
 from shared.redis_server import free_port
 
 # The load's sessions, from a sessions file of the run's own: the first half keep their resting orders
@@ -33,13 +40,16 @@ from shared.redis_server import free_port
 # gateway shows both. CompIDs differ from fault to fault: QuickFIX keeps every session it created in
 # one table per process, and a second initiator's session of the same name would not replace it.
 COMP_PREFIX = {"matcher": "MAT", "gateway-file": "GWF", "gateway-memory": "GWM", "publisher": "PUB",
-               "redis": "RED", "redis-everysec": "RES", "machine": "ALL"}
+               "redis": "RED", "redis-everysec": "RES", "web": "WEB", "slow": "SLW", "machine": "ALL"}
+# Fault 6's slow FIX peers (benchmarks/chaos/slow.py): one that sends orders and never reads its
+# reports, one market-data subscriber that never reads its updates.
+SLOW_COMP_IDS = ["CHAOSSLWDEAF", "CHAOSSLWMD"]
 
 
-def sessions_file_text(comp_ids: list[str]) -> str:
+def sessions_file_text(comp_ids: list[str], others: list[str] | None = None) -> str:
     half = len(comp_ids) // 2
     out = []
-    for i, comp in enumerate(comp_ids):
+    for i, comp in enumerate(comp_ids + (others or [])):
         out += ["[SESSION]", f"TargetCompID={comp}"]
         if i < half:
             out.append("CancelOnDisconnect=N")
@@ -72,6 +82,8 @@ class Case:
     recover_s: float | None = None
     tally: Tally | None = None
     extra_ok: bool = True  # a check of the fault's own (fault 7: ended sessions left nothing resting)
+    pages: Pages | None = None
+    figures: dict[str, object] = field(default_factory=dict)  # a fault's own measures (fault 6: RSS)
 
 
 def mark(client: ChaosClient) -> None:
@@ -167,6 +179,110 @@ def fault_redis(case: Case, opts: Options) -> None:
     case.saw.append("no disconnect; acks paused until every service had reconnected")
 
 
+def fault_web(case: Case, opts: Options) -> None:
+    """kill -9 of the web; the runner starts it again; the pages reconnect and resume by themselves."""
+    r = case.runner
+    before = r.count(r"run +\| restarted web")
+    disconnects = case.client.disconnects()
+    mark(case.client)
+    killed_at = kill(r.pid("web"))
+    wait_for(lambda: r.count(r"run +\| restarted web") > before, 60, "the web restarted")
+    wait_recovered(case, killed_at, opts.recover_timeout_s)  # the FIX sessions never stopped
+    fix_s = case.recover_s or 0.0
+    pages = case.pages
+    resumed = True
+    if pages is not None:
+        try:
+            wait_for(pages.resumed_and_trading, opts.recover_timeout_s, "every page resumed and trading")
+        except TimeoutError:
+            resumed = False
+        firsts = [s.first_fill_after_resume for s in pages.stats]
+        if resumed and all(f is not None for f in firsts):
+            case.recover_s = max(f or 0.0 for f in firsts) - killed_at
+    lost_fix = case.client.disconnects() - disconnects
+    case.extra_ok = lost_fix == 0 and resumed
+    case.saw.append(("no disconnect" if lost_fix == 0 else f"{lost_fix} DISCONNECTS")
+                    + f" (first New after the kill in {fix_s:.1f} s)"
+                    + ("; time to recover: until every page resumed and got a fill again" if pages else ""))
+    if not resumed:
+        case.saw.append("PAGES DID NOT ALL RESUME AND TRADE")
+
+
+def _web_status(r: Runner) -> dict[str, int]:
+    got = httpx.get(f"http://127.0.0.1:{r.env['FIXLAB_WEB_PORT']}/api/status", timeout=5).json()
+    return {k: v for k, v in got.get("web", {}).items() if isinstance(v, int)}
+
+
+def _stalled_cut(r: Runner) -> int:
+    total = 0
+    for key in r.redis().scan_iter(match=streams.health_key("gateway", "*")):
+        total += int(r.redis().hget(key, "stalled_readers_cut") or 0)
+    return total
+
+
+def fault_slow(case: Case, opts: Options) -> None:
+    """A page that stops reading its WebSocket, a FIX session that stops reading its socket, and a
+    market-data subscriber that never reads, while the load trades on."""
+    r = case.runner
+    rss0 = {"web": rss_mib(r.pid("web")), "gateway": rss_mib(r.pid("gateway"))}
+    disconnects = case.client.disconnects()
+    fills0 = case.pages.fills() if case.pages else 0
+    mark(case.client)
+    started = time.monotonic()
+    page = StalledPage(f"ws://127.0.0.1:{r.env['FIXLAB_WEB_PORT']}/ws")
+    deaf = DeafFix(r.fix_port, SLOW_COMP_IDS[0])
+    md = DeafFix(r.fix_port, SLOW_COMP_IDS[1])
+    try:
+        md.subscribe()
+        flood = threading.Thread(target=page.flood, name="chaos-stalled-page", daemon=True)
+        flood.start()
+        deaf.orders(2000)
+        wait_recovered(case, started, opts.recover_timeout_s)  # the load trades on
+        dropped_s = cut_s = None
+        with contextlib.suppress(TimeoutError):
+            wait_for(lambda: _web_status(r).get("pages_dropped", 0) >= 1, 60, "the stalled page dropped")
+            dropped_s = time.monotonic() - started
+        with contextlib.suppress(TimeoutError):
+            wait_for(lambda: _stalled_cut(r) >= 1, 60, "the deaf FIX peer cut")
+            cut_s = time.monotonic() - started
+        traded = True
+        if case.pages is not None:
+            try:
+                wait_for(lambda: case.pages is not None and case.pages.fills() > fills0, 30,
+                         "the other pages trading")
+            except TimeoutError:
+                traded = False
+        rss1 = {"web": rss_mib(r.pid("web")), "gateway": rss_mib(r.pid("gateway"))}
+        status = _web_status(r)
+        cut = _stalled_cut(r)
+        deaf_closed, md_closed = deaf.cut(), md.cut()
+    finally:
+        page.close()
+        deaf.close()
+        md.close()
+    lost_fix = case.client.disconnects() - disconnects
+    done = [s for s in (dropped_s, cut_s) if s is not None]
+    case.recover_s = max(done) if len(done) == 2 else None
+    case.extra_ok = lost_fix == 0 and dropped_s is not None and cut_s is not None and deaf_closed and traded
+    case.figures = {"rss_mib_before": rss0, "rss_mib_after": rss1,
+                    "pages_dropped": status.get("pages_dropped"), "stalled_readers_cut": cut,
+                    "page_dropped_after_s": dropped_s, "fix_peer_cut_after_s": cut_s,
+                    "deaf_fix_closed": deaf_closed, "md_subscriber_closed": md_closed,
+                    "stall_s": r.env.get("FIXLAB_FIX_STALL_S")}
+    case.saw.append(
+        ("no disconnect" if lost_fix == 0 else f"{lost_fix} DISCONNECTS")
+        + "; stalled page " + (f"dropped (1013) after {dropped_s:.1f} s" if dropped_s is not None
+                               else "NOT DROPPED")
+        + "; deaf FIX peer "
+        + (f"cut after {cut_s:.1f} s" if cut_s is not None and deaf_closed else "NOT CUT")
+        + f" (stalled_readers_cut {cut}, FIXLAB_FIX_STALL_S={r.env.get('FIXLAB_FIX_STALL_S', '30')})"
+        + "; market-data subscriber that never reads " + ("cut too" if md_closed else "still connected")
+        + f"; RSS MiB web {rss0['web']:g} -> {rss1['web']:g}, gateway {rss0['gateway']:g} -> "
+        + f"{rss1['gateway']:g}; time to recover: until both were dealt with")
+    if not traded:
+        case.saw.append("THE OTHER PAGES DID NOT TRADE ON")
+
+
 def fault_machine(case: Case, opts: Options) -> None:
     """kill -9 of every process at once, then ``python -m services`` again on the same directory."""
     r = case.runner
@@ -201,6 +317,11 @@ FAULTS: dict[str, tuple[str, Callable[[Case, Options], None], dict[str, str]]] =
               {"FIXLAB_REDIS_APPENDFSYNC": "always"}),
     "redis-everysec": ("4. the same with appendfsync everysec", fault_redis,
                        {"FIXLAB_REDIS_APPENDFSYNC": "everysec"}),
+    "web": ("5. web kill -9, runner restarts it", fault_web, {}),
+    # A FIX peer that leaves 64 KiB unread is cut after 3 s here (30 s by default), so within the run;
+    # three pages from one address (the default cap is 2).
+    "slow": ("6. slow consumers (a page, a FIX session, a market-data subscriber stop reading)", fault_slow,
+             {"FIXLAB_FIX_STALL_S": "3", "FIXLAB_PAGES_PER_ADDRESS": "4"}),
     "machine": ("7. every process kill -9, then make run", fault_machine, {}),
 }
 
@@ -211,7 +332,8 @@ def run_case(name: str, base: Path, opts: Options) -> Case:
     work = base / name
     work.mkdir(parents=True, exist_ok=True)
     comp_ids = [f"CHAOS{COMP_PREFIX[name]}{i:02d}" for i in range(1, opts.sessions + 1)]
-    (work / "sessions.cfg").write_text(sessions_file_text(comp_ids))
+    others = SLOW_COMP_IDS if name == "slow" else None
+    (work / "sessions.cfg").write_text(sessions_file_text(comp_ids, others))
     fix_port, web_port = free_port(), free_port()
     runner = Runner(work / "run", fix_port, web_port, {
         "FIXLAB_FIX_SESSIONS_FILE": str(work / "sessions.cfg"), **env, **opts.env})
@@ -222,8 +344,8 @@ def run_case(name: str, base: Path, opts: Options) -> Case:
         or name != "gateway-memory"
     client = ChaosClient("127.0.0.1", fix_port, comp_ids, run_tag=f"{name[:3]}{int(time.time()) % 100000}.",
                          window=opts.window, store_dir=work / "client-store", keep_sequences=keep)
-    case = Case(name, title, runner, client, comp_ids)
     pages = Pages(f"ws://127.0.0.1:{web_port}/ws", opts.pages) if opts.pages else None
+    case = Case(name, title, runner, client, comp_ids, pages=pages)
     try:
         client.start()
         if pages is not None:

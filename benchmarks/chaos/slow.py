@@ -1,0 +1,117 @@
+"""Fault 6's slow consumers: peers that connect, ask for traffic, and then never read it.
+
+- ``StalledPage``: a lab page that logs on and never reads its WebSocket again (a receive buffer of
+  4 KiB, at most one message queued), while it sends pings whose pongs pile up at the web.
+- ``DeafFix``: a FIX session that logs on, sends orders, and never reads the ExecutionReports; it
+  keeps its TCP connection open (a raw socket, so nothing reads on its behalf).
+- ``DeafFix`` with ``subscribe``: a market-data subscriber (V: full depth, updates) that never reads.
+
+What the exchange does about them is the point: the web drops the page that fell a queue behind
+(close code 1013), the gateway cuts a FIX peer that left FIXLAB_FIX_STALL_BYTES unread for
+FIXLAB_FIX_STALL_S (services/gateway/stalled.py), and everyone else keeps trading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from datetime import UTC, datetime
+
+from websockets.sync.client import ClientConnection, connect
+
+from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
+
+SOH = b"\x01"
+
+
+def fix_now() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
+
+
+def frame(fields: list[tuple[int, object]]) -> bytes:
+    """A whole FIX message with a correct BodyLength and CheckSum."""
+    body = b"".join(f"{t}={v}".encode() + SOH for t, v in fields)
+    head = f"8={BEGIN_STRING}".encode() + SOH + f"9={len(body)}".encode() + SOH
+    total = head + body
+    return total + f"10={sum(total) % 256:03d}".encode() + SOH
+
+
+class StalledPage:
+    def __init__(self, url: str, pings: int = 20_000) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+        self.sock.connect((host, int(port)))
+        self.ws: ClientConnection = connect(url, sock=self.sock, max_queue=1, open_timeout=10,
+                                            ping_interval=None)
+        self.ws.send(json.dumps({"op": "logon"}))
+        self.pings = pings
+
+    def flood(self) -> int:
+        """Send pings (answered by pongs it never reads) until done or the web closed it; how many."""
+        sent = 0
+        with contextlib.suppress(Exception):  # the web dropped it meanwhile
+            for i in range(self.pings):
+                self.ws.send(json.dumps({"op": "ping", "id": f"{i:064d}"}))
+                sent += 1
+        return sent
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.sock.close()
+
+
+class DeafFix:
+    """A FIX 4.4 session on a raw socket that reads its Logon answer and nothing after."""
+
+    def __init__(self, port: int, comp_id: str, heartbeat_s: int = 30) -> None:
+        self.comp_id = comp_id
+        self.seq = 1
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.settimeout(10)
+        self.sock.connect(("127.0.0.1", port))
+        self.send("A", [(98, 0), (108, heartbeat_s), (141, "Y")])
+        got = b""
+        while SOH + b"10=" not in got:  # the Logon answer: the last thing it reads
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError(f"{comp_id}: the gateway closed the connection at Logon")
+            got += chunk
+        if b"\x0135=A\x01" not in got:
+            raise ConnectionError(f"{comp_id}: no Logon answer: {got[:200]!r}")
+
+    def send(self, msg_type: str, fields: list[tuple[int, object]]) -> None:
+        header: list[tuple[int, object]] = [(35, msg_type), (49, self.comp_id), (56, EXCHANGE_COMP_ID),
+                                            (34, self.seq), (52, fix_now())]
+        self.sock.sendall(frame(header + fields))
+        self.seq += 1
+
+    def orders(self, count: int, symbol: str = "ACORN.LAB", price: str = "100.00") -> None:
+        """Buy and sell in turn at one price: they trade, and every report goes unread."""
+        for i in range(count):
+            self.send("D", [(11, f"{self.comp_id}-{i}"), (55, symbol), (54, 1 + i % 2), (60, fix_now()),
+                            (38, 1), (40, 2), (44, price)])
+
+    def subscribe(self, symbol: str = "ACORN.LAB") -> None:
+        """MarketDataRequest: snapshot plus updates, full depth, bids and offers."""
+        self.send("V", [(262, f"{self.comp_id}-md"), (263, 1), (264, 0), (265, 1), (267, 2), (269, 0),
+                        (269, 1), (146, 1), (55, symbol)])
+
+    def cut(self) -> bool:
+        """Whether the gateway ended the connection (what the kernel holds for it read and dropped)."""
+        self.sock.setblocking(False)
+        try:
+            while True:
+                chunk = self.sock.recv(1 << 16)
+                if not chunk:
+                    return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
