@@ -255,6 +255,7 @@ def fault_slow(case: Case, opts: Options) -> None:
         rss1 = {"web": rss_mib(r.pid("web")), "gateway": rss_mib(r.pid("gateway"))}
         status = _web_status(r)
         cut = _stalled_cut(r)
+        md_unread = md.unread_bytes()
         deaf_closed, md_closed = deaf.cut(), md.cut()
     finally:
         page.close()
@@ -268,6 +269,7 @@ def fault_slow(case: Case, opts: Options) -> None:
                     "pages_dropped": status.get("pages_dropped"), "stalled_readers_cut": cut,
                     "page_dropped_after_s": dropped_s, "fix_peer_cut_after_s": cut_s,
                     "deaf_fix_closed": deaf_closed, "md_subscriber_closed": md_closed,
+                    "md_subscriber_unread_bytes": md_unread,
                     "stall_s": r.env.get("FIXLAB_FIX_STALL_S")}
     case.saw.append(
         ("no disconnect" if lost_fix == 0 else f"{lost_fix} DISCONNECTS")
@@ -276,7 +278,8 @@ def fault_slow(case: Case, opts: Options) -> None:
         + "; deaf FIX peer "
         + (f"cut after {cut_s:.1f} s" if cut_s is not None and deaf_closed else "NOT CUT")
         + f" (stalled_readers_cut {cut}, FIXLAB_FIX_STALL_S={r.env.get('FIXLAB_FIX_STALL_S', '30')})"
-        + "; market-data subscriber that never reads " + ("cut too" if md_closed else "still connected")
+        + "; market-data subscriber that never reads " + ("cut too" if md_closed else
+                                                         f"still connected, {md_unread:,} bytes unread")
         + f"; RSS MiB web {rss0['web']:g} -> {rss1['web']:g}, gateway {rss0['gateway']:g} -> "
         + f"{rss1['gateway']:g}; time to recover: until both were dealt with")
     if not traded:

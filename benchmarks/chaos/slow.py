@@ -17,6 +17,7 @@ import contextlib
 import json
 import socket
 from datetime import UTC, datetime
+from pathlib import Path
 
 from websockets.sync.client import ClientConnection, connect
 
@@ -44,7 +45,7 @@ class StalledPage:
         host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
         self.sock.connect((host, int(port)))
         self.ws: ClientConnection = connect(url, sock=self.sock, max_queue=1, open_timeout=10,
-                                            ping_interval=None)
+                                            ping_interval=None, legacy=True)
         self.ws.send(json.dumps({"op": "logon"}))
         self.pings = pings
 
@@ -115,3 +116,22 @@ class DeafFix:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+    def unread_bytes(self) -> int:
+        """What it has not read yet: its own receive queue plus what the gateway's kernel holds for
+        it unacknowledged (/proc/net/tcp; QuickFIX's own send queue, in user space, is not visible)."""
+        mine = self.sock.getsockname()[1]
+        peer = self.sock.getpeername()[1]
+        total = 0
+        with contextlib.suppress(OSError):
+            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+                parts = line.split()
+                if len(parts) < 5 or parts[3] != "01":
+                    continue
+                local, remote = int(parts[1].split(":")[1], 16), int(parts[2].split(":")[1], 16)
+                tx, rx = (int(x, 16) for x in parts[4].split(":"))
+                if (local, remote) == (mine, peer):
+                    total += rx
+                elif (local, remote) == (peer, mine):
+                    total += tx
+        return total
