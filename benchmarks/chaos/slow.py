@@ -22,6 +22,7 @@ from pathlib import Path
 from websockets.sync.client import ClientConnection, connect
 
 from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
+from shared.fix.codec import encode
 
 SOH = b"\x01"
 
@@ -32,10 +33,7 @@ def fix_now() -> str:
 
 def frame(fields: list[tuple[int, object]]) -> bytes:
     """A whole FIX message with a correct BodyLength and CheckSum."""
-    body = b"".join(f"{t}={v}".encode() + SOH for t, v in fields)
-    head = f"8={BEGIN_STRING}".encode() + SOH + f"9={len(body)}".encode() + SOH
-    total = head + body
-    return total + f"10={sum(total) % 256:03d}".encode() + SOH
+    return encode(b"".join(f"{t}={v}".encode() + SOH for t, v in fields), BEGIN_STRING.encode())
 
 
 class StalledPage:
