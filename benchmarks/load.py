@@ -1,6 +1,7 @@
 """The load run of issue 13 (a benchmark, not a test; not in ``make test``).
 
-    python -m benchmarks.load [--seconds 300] [--pages 20] [--out benchmarks/results/load.json]
+    python -m benchmarks.load [--seconds 300] [--pages 20] [--rounds 1] [--no-bench]
+                              [--out benchmarks/results/load.json]
 
 Starts its own redis-server, matcher, gateway (lab sessions on) and web service as processes, opens
 ``--pages`` lab pages (20, the site's cap) over WebSocket, logs each on and has it trade through the
@@ -13,6 +14,10 @@ trade with each other and nothing piles up), while ``python -m services.bench`` 
   of the WebSocket message (same host, same clock), p50/p90/p99/max over every record;
 - the resident memory (VmRSS) of every service at the start (pages logged on, nothing traded yet)
   and at the end, with samples in between; the gateway's includes its publisher child.
+
+``--rounds N`` does it N times over with fresh pages (so fresh lab sessions), sampling also once each
+round's sessions have ended: whether what one round's sessions held is reused by the next (the
+gateway's RSS levels off) or not. ``--no-bench`` leaves the bench out (the lab's traffic alone).
 """
 
 from __future__ import annotations
@@ -190,30 +195,52 @@ def bench_loop(fix_port: int, deadline: float, orders: int, workdir: Path, env: 
 
 
 async def pages_phase(url: str, pages: int, rate: float, seconds: float, fix_port: int, workdir: Path,
-                      env: dict[str, str], bench_orders: int, sample: Any) -> dict[str, Any]:
-    start_trading, stop_ev = asyncio.Event(), asyncio.Event()
-    logged_on: asyncio.Queue[int] = asyncio.Queue()
-    stats = [PageStats() for _ in range(pages)]
-    tasks = [asyncio.create_task(run_page(n, url, rate, start_trading, stop_ev, logged_on, stats[n]))
-             for n in range(pages)]
-    for _ in range(pages):
-        await asyncio.wait_for(logged_on.get(), 120)
-    rss_start = sample()
-    start_trading.set()
-    deadline = time.monotonic() + seconds
-    bench = asyncio.create_task(asyncio.to_thread(bench_loop, fix_port, deadline, bench_orders, workdir, env))
-    samples = [{"t_s": 0, **rss_start}]
+                      env: dict[str, str], bench_orders: int, sample: Any, rounds: int = 1,
+                      bench_on: bool = True) -> dict[str, Any]:
+    """``rounds`` times: ``pages`` fresh pages log on, trade for ``seconds`` beside the bench, log out.
+
+    Each round's sessions are new ones (each page a new socket and session), so a second round shows
+    whether what the first one's sessions held is given back or reused (RSS flat) or still grows.
+    """
+    stats = [PageStats() for _ in range(pages * rounds)]
+    runs: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
+    rss_start: dict[str, float] = {}
+    round_rss: list[dict[str, Any]] = []
     t0 = time.monotonic()
-    while time.monotonic() < deadline:
-        await asyncio.sleep(min(15.0, max(0.0, deadline - time.monotonic())))
-        samples.append({"t_s": round(time.monotonic() - t0), **sample()})
-    runs = await bench
-    rss_end = sample()
-    stop_ev.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    for r in range(rounds):
+        start_trading, stop_ev = asyncio.Event(), asyncio.Event()
+        logged_on: asyncio.Queue[int] = asyncio.Queue()
+        mine = stats[r * pages:(r + 1) * pages]
+        tasks = [asyncio.create_task(run_page(n, url, rate, start_trading, stop_ev, logged_on, mine[n]))
+                 for n in range(pages)]
+        for _ in range(pages):
+            await asyncio.wait_for(logged_on.get(), 120)
+        at_logon = sample()
+        if r == 0:
+            rss_start = at_logon
+            t0 = time.monotonic()
+        samples.append({"t_s": round(time.monotonic() - t0), "round": r + 1, **at_logon})
+        start_trading.set()
+        deadline = time.monotonic() + seconds
+        bench = (asyncio.create_task(asyncio.to_thread(bench_loop, fix_port, deadline, bench_orders, workdir,
+                                                       env)) if bench_on else None)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(15.0, max(0.0, deadline - time.monotonic())))
+            samples.append({"t_s": round(time.monotonic() - t0), "round": r + 1, **sample()})
+        if bench is not None:
+            runs += await bench
+        at_end = sample()
+        stop_ev.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(5)  # the round's sessions end (Logout answered, engines stopped)
+        after = sample()
+        samples.append({"t_s": round(time.monotonic() - t0), "round": r + 1, "sessions_ended": True, **after})
+        round_rss.append({"round": r + 1, "logged_on": at_logon, "end": at_end, "sessions_ended": after})
+    rss_end = round_rss[-1]["end"]
     lat = [x for s in stats for x in s.latencies_ns]
     return {
-        "pages": pages, "order_rate_per_page": rate,
+        "pages": pages, "rounds": rounds, "bench": bench_on, "order_rate_per_page": rate,
         "orders_sent_by_pages": sum(s.orders_sent for s in stats),
         "fills_seen_by_pages": sum(s.fills for s in stats),
         "page_errors": [e for s in stats for e in s.errors][:20],
@@ -223,7 +250,7 @@ async def pages_phase(url: str, pages: int, rate: float, seconds: float, fix_por
         "wire_record_to_page": percentiles(lat),
         "bench_runs": runs,
         "bench_failed_runs": sum(1 for r in runs if r["exit"] != 0 or r.get("lost", 0) != 0),
-        "rss_mib": {"start": rss_start, "end": rss_end, "samples": samples},
+        "rss_mib": {"start": rss_start, "end": rss_end, "rounds": round_rss, "samples": samples},
     }
 
 
@@ -233,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=20)
     parser.add_argument("--rate", type=float, default=2.0, help="orders per second per page (web limit)")
     parser.add_argument("--bench-orders", type=int, default=20_000, help="measured orders per bench run")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="trade this many times over, each time with fresh pages and sessions")
+    parser.add_argument("--no-bench", action="store_true", help="the pages alone, no bench runs")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "load.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fixlab-load-") as tmp:
@@ -258,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                 return {name: rss_mib(pid) for name, pid in pids.items()}
 
             result = asyncio.run(pages_phase(f"ws://127.0.0.1:{web_port}/ws", args.pages, args.rate,
-                                             args.seconds, fix_port, work, env, args.bench_orders, sample))
+                                             args.seconds, fix_port, work, env, args.bench_orders, sample,
+                                             args.rounds, not args.no_bench))
             result["services_alive_at_end"] = {k: p.poll() is None for k, p in procs.items()}
         except BaseException:
             for name in ("matcher", "gateway", "web"):
@@ -272,8 +303,9 @@ def main(argv: list[str] | None = None) -> int:
             redis_server.stop()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True, check=False).stdout.strip()
-    out = {"benchmark": "load: lab pages through the web at the rate limit + the 8x32 bench",
-           "command": f"python -m benchmarks.load --seconds {args.seconds:g} --pages {args.pages}",
+    out = {"benchmark": "load: lab pages through the web at the rate limit"
+                        + ("" if args.no_bench else " + the 8x32 bench"),
+           "command": " ".join(["python -m benchmarks.load", *(argv if argv is not None else sys.argv[1:])]),
            "commit": commit, "seconds": args.seconds, **result, **machine.describe()}
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k not in ("bench_runs",)}, indent=2))
