@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from benchmarks.chaos.stack import alive, children_running
 from shared import streams
 from shared.redis_server import free_port
 from shared.schema import Depth, decode_batch
@@ -133,27 +134,9 @@ def sell_everything(port: int, comp: str) -> int:
     return filled
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _publishers() -> dict[int, int]:
     """The gateway publisher processes running now: pid -> parent pid."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"services.gateway.publisher" in cmd and stat[0] != "Z":
-            out[int(entry)] = int(stat[1])
-    return out
+    return children_running("services.gateway.publisher")
 
 
 def _port_free(port: int) -> bool:
@@ -229,7 +212,7 @@ def test_kill_9_of_the_gateway_then_of_the_whole_runner(base: Path, ports: dict[
         eventually(lambda: len(run.pids("gateway")) == 2, timeout=20, what="the gateway restarted")
         eventually(lambda: run_book_is(run, {8100: 5}), timeout=60, what="CLIENT03's order cancelled")
         # The old gateway's publisher ended with its pipe.
-        eventually(lambda: not _alive(old_publisher), timeout=15, what="the old publisher gone")
+        eventually(lambda: not alive(old_publisher), timeout=15, what="the old publisher gone")
         eventually(lambda: sum(1 for x in run.lines if re.search(r"gateway .*ready on port", x)) == 2,
                    timeout=60, what="the new gateway ready")
         with FixClient(run.fix_port, "CLIENT04") as c4:
@@ -241,7 +224,7 @@ def test_kill_9_of_the_gateway_then_of_the_whole_runner(base: Path, ports: dict[
             os.kill(run.proc.pid, signal.SIGKILL)  # the runner alone, as the OOM killer would
             assert run.proc.wait(10) == -signal.SIGKILL
         for pid in [*services, *publishers]:
-            eventually(lambda pid=pid: not _alive(pid), timeout=15, what=f"pid {pid} gone")
+            eventually(lambda pid=pid: not alive(pid), timeout=15, what=f"pid {pid} gone")
         for port in (run.fix_port, int(ports["FIXLAB_WEB_PORT"]), redis_port):
             eventually(lambda port=port: _port_free(port), timeout=10, what=f"port {port} free")
     finally:

@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.webstack import WebProcess, bots_process, web_process
+from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, WebProcess, bots_process, web_process
 from tests.gateway_stack import gateway_stack, matcher_available
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)
@@ -42,7 +39,7 @@ def web() -> Iterator[WebProcess]:
 @pytest.fixture
 def page(web: WebProcess) -> Iterator[Page]:
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             pg = browser.new_page(viewport={"width": 1440, "height": 1000})
             errors: list[str] = []
@@ -118,7 +115,7 @@ def test_a_visitors_session(page: Page, test_output: Path) -> None:
 
 def test_third_page_from_one_address_is_told_why(web: WebProcess) -> None:
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             pages = [browser.new_page() for _ in range(3)]
             for pg in pages[:2]:

@@ -17,15 +17,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.webstack import WebProcess, web_process
+from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, WebProcess, web_process
 from tests.gateway_stack import gateway_stack, matcher_available
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)
@@ -91,7 +88,7 @@ def ack_of(v: Visitor, clordid: str, exec_type: str) -> dict[str, Any] | None:
 
 def test_one_page_cannot_act_for_or_see_another(web: WebProcess, test_output: Path) -> None:
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             a = Visitor(browser.new_context().new_page())
             b = Visitor(browser.new_context().new_page())

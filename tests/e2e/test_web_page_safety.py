@@ -17,14 +17,11 @@ import redis
 from shared import streams
 from shared.bus import publish
 from shared.schema import LabOrder, LabStart, LabState, WireRecord, decode_batch
-from tests.e2e.webstack import web_process
+from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, web_process
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 XSS = "<img src=x onerror=alert(1)>"
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
@@ -48,7 +45,7 @@ def r(redis_url: str) -> Iterator[redis.Redis]:
 
 def test_markup_from_the_wire_is_shown_as_text(redis_url: str, r: redis.Redis) -> None:
     with web_process(redis_url) as web, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
             dialogs: list[str] = []

@@ -25,14 +25,12 @@ from shared.bus import publish
 from shared.clock import now_ns
 from shared.redis_server import free_port
 from shared.schema import LabCommand, LabState, decode_batch
+from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS
 from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
@@ -119,7 +117,7 @@ def send_order(pg: Page, price: str) -> None:
 
 def test_pages_reconnect_and_resume_and_fix_sessions_never_notice(site: Site, test_output: Path) -> None:
     with sync_playwright() as p, FixClient(site.stack.fix_port, "CLIENT03") as fixc:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             pg = browser.new_page()
             errors: list[str] = []
@@ -156,7 +154,7 @@ def test_pages_reconnect_and_resume_and_fix_sessions_never_notice(site: Site, te
 
 def test_a_session_that_ended_meanwhile_is_told_so(site: Site) -> None:
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             pg = browser.new_page()
             lab_id = logged_on_page(pg, site.web.url)

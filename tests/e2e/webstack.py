@@ -29,6 +29,11 @@ from tests.gateway_stack import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+# Debian's chromium, as the browser tests launch it (Playwright with executable_path).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
 
 @dataclass
 class WebProcess:
