@@ -132,9 +132,11 @@ class Tap:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            for writer in (c_writer, x_writer):
-                writer.close()
         finally:
+            # Also when the loop is stopping and cancels this task mid-relay: a writer left open
+            # outlives the closed loop and warns when collected (ResourceWarning: unclosed transport).
+            for writer in self._writers:
+                writer.close()
             self._writers = []
             self._busy = False
 
