@@ -132,11 +132,9 @@ class Tap:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        finally:
-            # Also when the loop is stopping and cancels this task mid-relay: a writer left open
-            # outlives the closed loop and warns when collected (ResourceWarning: unclosed transport).
-            for writer in self._writers:
+            for writer in (c_writer, x_writer):
                 writer.close()
+        finally:
             self._writers = []
             self._busy = False
 
