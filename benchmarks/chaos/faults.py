@@ -24,6 +24,7 @@ from benchmarks.chaos.ledger import Tally, tally
 from benchmarks.chaos.pages import Pages
 from benchmarks.chaos.slow import DeafFix, StalledPage
 from benchmarks.chaos.stack import (
+    MatcherBehind,
     Runner,
     bots_logged_on,
     children_running,
@@ -274,7 +275,7 @@ def fault_slow(case: Case, opts: Options) -> None:
     case.saw.append(
         ("no disconnect" if lost_fix == 0 else f"{lost_fix} DISCONNECTS")
         + "; stalled page " + (f"dropped (1013) after {dropped_s:.1f} s" if dropped_s is not None
-                               else "NOT DROPPED")
+                               else "NOT DROPPED") + f" ({page.sent:,} pings sent)"
         + "; deaf FIX peer "
         + (f"cut after {cut_s:.1f} s" if cut_s is not None and deaf_closed else "NOT CUT")
         + f" (stalled_readers_cut {cut}, FIXLAB_FIX_STALL_S={r.env.get('FIXLAB_FIX_STALL_S', '30')})"
@@ -299,7 +300,10 @@ def fault_machine(case: Case, opts: Options) -> None:
     keep = set(case.comp_ids[:len(case.comp_ids) // 2])
 
     def swept() -> bool:
-        rest = matcher_state(r.redis(), r.env)
+        try:
+            rest = matcher_state(r.redis(), r.env)
+        except MatcherBehind:  # the restarted matcher is still applying what it found
+            return False
         return not any(s in case.comp_ids and s not in keep for s, _c in rest)
 
     try:
@@ -365,7 +369,7 @@ def run_case(name: str, base: Path, opts: Options) -> Case:
             pages = None
         if name != "machine":
             _settle(case, opts)
-        resting = matcher_state(runner.redis(), runner.env)
+        resting = _caught_up_state(runner)
         mine = {c: cum for (s, c), cum in resting.items() if s in comp_ids}
         case.tally = tally(client.ledger.orders, mine, terminal_events(runner.redis()))
         if client.app.rejects_sent:
@@ -380,6 +384,21 @@ def run_case(name: str, base: Path, opts: Options) -> Case:
     return case
 
 
+def _caught_up_state(runner: Runner, timeout_s: float = 60) -> dict[tuple[str, str], int]:
+    """``matcher_state`` once the matcher has applied its whole stream (it may still be catching up)."""
+    state: dict[tuple[str, str], int] = {}
+
+    def read() -> bool:
+        try:
+            state.update(matcher_state(runner.redis(), runner.env))
+        except MatcherBehind:
+            return False
+        return True
+
+    wait_for(read, timeout_s, "the matcher applying its whole stream")
+    return state
+
+
 def _settle(case: Case, opts: Options) -> None:
     """Wait until no report arrived for ``settle_s`` and the matcher has applied its whole stream."""
     last, since = -1, time.monotonic()
@@ -392,6 +411,6 @@ def _settle(case: Case, opts: Options) -> None:
             try:
                 matcher_state(case.runner.redis(), case.runner.env)
                 return
-            except RuntimeError:
+            except MatcherBehind:
                 pass
         time.sleep(0.1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,24 +38,31 @@ def frame(fields: list[tuple[int, object]]) -> bytes:
 
 
 class StalledPage:
-    def __init__(self, url: str, pings: int = 20_000) -> None:
+    """A lab page that never reads: a 4 KiB receive buffer, one message queued at most, no compression
+    (compressed pongs of near-identical pings would make its backlog a fraction of what it is owed)."""
+
+    def __init__(self, url: str, pings: int = 200_000, seconds: float = 60.0) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
         self.sock.connect((host, int(port)))
         self.ws: ClientConnection = connect(url, sock=self.sock, max_queue=1, open_timeout=10,
-                                            ping_interval=None, legacy=True)
+                                            ping_interval=None, compression=None, legacy=True)
         self.ws.send(json.dumps({"op": "logon"}))
         self.pings = pings
+        self.seconds = seconds
+        self.sent = 0
 
     def flood(self) -> int:
-        """Send pings (answered by pongs it never reads) until done or the web closed it; how many."""
-        sent = 0
-        with contextlib.suppress(Exception):  # the web dropped it meanwhile
-            for i in range(self.pings):
-                self.ws.send(json.dumps({"op": "ping", "id": f"{i:064d}"}))
-                sent += 1
-        return sent
+        """Send pings (answered by pongs it never reads) until the web closes it, or ``pings`` were
+        sent, or ``seconds`` passed; how many. Until it is dropped: whatever the kernel buffers of
+        this machine hold, the web's queue for the page fills behind them."""
+        deadline = time.monotonic() + self.seconds
+        with contextlib.suppress(Exception):  # the web dropped it
+            while self.sent < self.pings and time.monotonic() < deadline:
+                self.ws.send(json.dumps({"op": "ping", "id": f"{self.sent:064d}"}))
+                self.sent += 1
+        return self.sent
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -98,18 +106,24 @@ class DeafFix:
         self.send("V", [(262, f"{self.comp_id}-md"), (263, 1), (264, 0), (265, 1), (267, 2), (269, 0),
                         (269, 1), (146, 1), (55, symbol)])
 
-    def cut(self) -> bool:
-        """Whether the gateway ended the connection (what the kernel holds for it read and dropped)."""
-        self.sock.setblocking(False)
+    def cut(self, quiet_s: float = 3.0, timeout_s: float = 60.0) -> bool:
+        """Whether the gateway ended the connection: read (and drop) what is owed to it until the end
+        of the connection (True), or until nothing came for ``quiet_s`` (False: it is still open).
+
+        A peer the gateway shut down still has its backlog in the gateway's kernel, sent ahead of the
+        end of the connection as fast as this reads; the end comes only after all of it, so reading
+        until the receive queue is momentarily empty is not enough (that once said "not cut")."""
+        deadline = time.monotonic() + timeout_s
+        self.sock.settimeout(quiet_s)
         try:
-            while True:
-                chunk = self.sock.recv(1 << 16)
-                if not chunk:
+            while time.monotonic() < deadline:
+                if not self.sock.recv(1 << 16):
                     return True
-        except BlockingIOError:
+        except TimeoutError:
             return False
-        except OSError:
+        except OSError:  # reset: ended too
             return True
+        return False
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

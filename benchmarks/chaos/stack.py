@@ -184,10 +184,14 @@ def _id_after(a: str, b: str) -> bool:
     return (int(pa[0]), int(pa[1])) > (int(pb[0]), int(pb[1]))
 
 
+class MatcherBehind(RuntimeError):
+    """The matcher has not applied its whole orders stream yet: its state is not final."""
+
+
 def matcher_state(r: redis.Redis, env: dict[str, str], shard: str = "0") -> dict[tuple[str, str], int]:
     """Every resting order of ``shard``: (session, ClOrdID) -> quantity filled so far.
 
-    Raises RuntimeError while the matcher has not applied its whole orders stream."""
+    Raises MatcherBehind while the matcher has not applied its whole orders stream."""
     settings = common_settings({"REDIS_URL": "redis://unused", **env})  # for the instruments only
     instruments = [i for i in settings.instruments if i.shard == shard]
     stream = streams.orders_stream(shard)
@@ -195,7 +199,7 @@ def matcher_state(r: redis.Redis, env: dict[str, str], shard: str = "0") -> dict
     applied_raw: Any = r.get(streams.applied_key(stream, streams.MATCHER_GROUP))
     applied = applied_raw.decode() if applied_raw else "0-0"
     if last and last[0][0].decode() != applied:
-        raise RuntimeError(f"the matcher applied up to {applied}, the stream holds {last[0][0].decode()}")
+        raise MatcherBehind(f"the matcher applied up to {applied}, the stream holds {last[0][0].decode()}")
     raw: Any = r.get(streams.snapshot_key(shard))
     if raw is not None:
         snap = decode(raw)

@@ -10,7 +10,6 @@ measured are printed, and docs/RELIABILITY.md reports them.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -21,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from websockets.sync.client import ClientConnection, connect
 
+from benchmarks.chaos.slow import DeafFix, StalledPage
 from shared import streams
 from tests.e2e.webstack import Client, WebProcess, web_process
 from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order
@@ -69,17 +68,6 @@ def rss_mib(pid: int) -> float:
     return total / 1024
 
 
-def stalled_page(url: str) -> tuple[ClientConnection, socket.socket]:
-    """A page that logs on and then never reads: a tiny receive buffer, one message queued at most."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    host, port = url.split("//")[1].split("/")[0].split(":")
-    sock.connect((host, int(port)))
-    ws = connect(url, sock=sock, max_queue=1, open_timeout=10, ping_interval=None, legacy=True)
-    ws.send(json.dumps({"op": "logon"}))
-    return ws, sock
-
-
 def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) -> None:
     web_pid, gw_pid = site.web.proc.pid, site.stack.gateway.pid
     good = Client(site.web.ws_url)
@@ -88,18 +76,17 @@ def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) ->
     good.wait("state", lambda m: m.get("status") == "logged_on", timeout=20)
     rss0 = {"web": rss_mib(web_pid), "gateway": rss_mib(gw_pid)}
 
-    stalled, _sock = stalled_page(site.web.ws_url)
-    # Its own traffic too: 20,000 pings whose pongs it never reads (besides the market it is sent).
-    for i in range(20_000):
-        stalled.send(json.dumps({"op": "ping", "id": f"{i:064d}"}))
-    # A FIX client that sends orders and never reads what comes back.
-    deaf = FixClient(site.stack.fix_port, "CLIENT05")
-    for i in range(2000):
-        deaf.send("D", order(f"deaf-{i}", 1 + i % 2, 1, "99.00" if i % 2 else "101.00"))
+    stalled = StalledPage(site.web.ws_url)
+    # Its own traffic too: pings whose pongs it never reads (besides the market it is sent), until the
+    # web drops it.
+    stalled.flood()
+    # A FIX client that sends orders and never reads what comes back (a 4 KiB receive buffer: what its
+    # kernel takes for it does not depend on the machine's TCP settings).
+    deaf = DeafFix(site.stack.fix_port, "CLIENT05")
+    deaf.orders(2000)
     # A market-data subscriber that never reads its updates.
-    lagger = FixClient(site.stack.fix_port, "CLIENT06")
-    lagger.send("V", [(262, "md1"), (263, 1), (264, 0), (265, 1), (267, 2), (269, 0), (269, 1), (146, 1),
-                      (55, "ACORN.LAB")])
+    lagger = DeafFix(site.stack.fix_port, "CLIENT06")
+    lagger.subscribe()
 
     # The good page keeps reading while the bench trades (market traffic for every page and subscriber).
     stop = threading.Event()
@@ -138,14 +125,14 @@ def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) ->
         b.send("D", order("after-s", 2, 1, "110.00"))
         b.expect("8", lambda m: m.get(11) == "after-s" and m.get(150) == "F")
 
-    # The deaf FIX client was cut off (its backlog no longer grows in QuickFIX's send queue): what
-    # the kernel held for it, then the end of the connection.
-    assert deaf.closed(timeout_s=60), "the gateway still holds the connection of a client that never reads"
+    # The deaf FIX client was cut off (its backlog no longer grows in QuickFIX's send queue): the
+    # gateway counts it, and the client reads what the kernel held for it, then the end of the connection.
     r = redis.Redis.from_url(site.stack.redis_url)
     cut = eventually(lambda: int(r.hget(streams.health_key("gateway", "gwslow"), "stalled_readers_cut") or 0),
-                     10, what="the gateway's count of stalled readers cut off")
+                     60, what="the gateway's count of stalled readers cut off")
     r.close()
     assert cut >= 1
+    assert deaf.cut(), "the gateway still holds the connection of a client that never reads"
     rss1 = {"web": rss_mib(web_pid), "gateway": rss_mib(gw_pid)}
     print(f"\nslow consumers: rss MiB before {rss0}, after {rss1}; web counters {status['web']}")
     assert site.web.proc.poll() is None and site.stack.gateway.poll() is None
@@ -153,4 +140,5 @@ def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) ->
     assert rss1["gateway"] - rss0["gateway"] < GATEWAY_GROWTH_MIB, (rss0, rss1)
     deaf.close()
     lagger.close()
+    stalled.close()
     good.close()

@@ -114,3 +114,23 @@ def test_tap_reports_an_unreachable_exchange(loop: TapLoop) -> None:
     finally:
         client.close()
         tap.close()
+
+
+def test_a_loop_stopped_mid_relay_leaves_no_transport_open() -> None:
+    """The gateway stopping while a lab session is connected: TapLoop.stop closes the relay's two
+    connections and the tap's listener, so nothing is left to warn when collected later."""
+    tap_loop = TapLoop().start()
+    peer = Peer()
+    tap = Tap(tap_loop, "127.0.0.1", peer.port, lambda *_: None, lambda _reason: None)
+    client = socket.create_connection(("127.0.0.1", tap.open()))
+    try:
+        client.sendall(ONE)
+        eventually(lambda: peer.got == ONE, what="the relay up")
+        assert len(tap_loop.open) == 3  # listener, engine side, exchange side
+        tap_loop.stop()
+        assert tap_loop.open == set()
+        client.settimeout(5)
+        assert client.recv(100) == b""  # the engine's connection was closed, not abandoned
+    finally:
+        client.close()
+        peer.close()

@@ -34,9 +34,14 @@ OnClosed = Callable[[str], None]
 
 
 class TapLoop:
-    """An asyncio event loop running in its own thread."""
+    """An asyncio event loop running in its own thread.
+
+    Its taps register their listeners and connections in ``open``; ``stop`` closes what is still
+    there before the loop closes, so no transport outlives its loop (one that does warns when it is
+    collected, whichever code runs then)."""
 
     def __init__(self) -> None:
+        self.open: set[asyncio.StreamWriter | asyncio.AbstractServer] = set()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="lab-tap", daemon=True)
 
@@ -62,6 +67,13 @@ class TapLoop:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            left = list(self.open)
+            self.open.clear()
+            for thing in left:
+                thing.close()
+            closing = [t.wait_closed() for t in left if isinstance(t, asyncio.StreamWriter)]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), 2)
 
         with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
             self.call(_cancel_all(), timeout=5)
@@ -101,11 +113,13 @@ class Tap:
 
     async def _listen(self) -> int:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._loop.open.add(self._server)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def _close(self) -> None:
         if self._server is not None:
             self._server.close()
+            self._loop.open.discard(self._server)
             self._server = None
         for writer in self._writers:
             writer.close()
@@ -115,6 +129,8 @@ class Tap:
             c_writer.close()
             return
         self._busy = True
+        self._loop.open.add(c_writer)
+        x_writer: asyncio.StreamWriter | None = None
         try:
             try:
                 x_reader, x_writer = await asyncio.open_connection(self.exchange_host, self.exchange_port)
@@ -123,6 +139,7 @@ class Tap:
                              f"({exc.strerror or exc})")
                 c_writer.close()
                 return
+            self._loop.open.add(x_writer)
             self._writers = [c_writer, x_writer]
             pumps = [asyncio.ensure_future(self._pump(c_reader, x_writer, CLIENT)),
                      asyncio.ensure_future(self._pump(x_reader, c_writer, EXCHANGE))]
@@ -135,6 +152,10 @@ class Tap:
             for writer in (c_writer, x_writer):
                 writer.close()
         finally:
+            # Closed above after a normal end; a relay cancelled meanwhile leaves them to TapLoop.stop.
+            for end in (c_writer, x_writer):
+                if end is not None and end.is_closing():
+                    self._loop.open.discard(end)
             self._writers = []
             self._busy = False
 
