@@ -153,14 +153,24 @@ def test_fuzzing_the_acceptor_leaves_it_up_and_the_books_valid(stack: Stack, tmp
 
         # The stock clients still trade: a sell fills against the anchor, or against a new bid where
         # fuzzed sells took all of it (the fuzz sessions' own orders are gone by now).
+        # The reports wait behind the Cancelled events of some 700 ended fuzz sessions, in the same
+        # stream, each logged as "no session here": on a slow machine that takes more than 10 s.
         bid = "anchor"
         if anchor is None:
             bid = "anchor-2"
             buyer.send("D", nos(bid, 1, 1, "81.00"))
-            buyer.client.wait("8", lambda m: m.get(11) == bid and m.get(150) == "0")
+            buyer.client.wait("8", lambda m: m.get(11) == bid and m.get(150) == "0", timeout_s=60)
         seller.send("D", nos("after", 2, 1, "81.00"))
-        fill = seller.client.wait("8", lambda m: m.get(11) == "after" and m.get(150) == "F")
-        buyer.client.wait("8", lambda m: m.get(11) == bid and m.get(527) == fill[527])
+        try:
+            fill = seller.client.wait("8", lambda m: m.get(11) == "after" and m.get(150) == "F", timeout_s=60)
+        except AssertionError:
+            with seller.client.lock:
+                got = seller.client.received[-5:]
+            raise AssertionError(f"no fill of the stock client's sell against {bid} (resting: {anchor}); "
+                                 f"its last messages {got}; its session Rejects "
+                                 f"{seller.client.session_rejects()}; gateway log:\n{gateway_log(stack)}"
+                                 ) from None
+        buyer.client.wait("8", lambda m: m.get(11) == bid and m.get(527) == fill[527], timeout_s=60)
         assert buyer.client.session_rejects() == [] and seller.client.session_rejects() == []
         assert buyer.client.errors == [] and seller.client.errors == []
 
