@@ -5,6 +5,7 @@ on the cluster, every commit in its shard's slot."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -16,11 +17,12 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from shared import streams
-from shared.bus import Effects, StreamConsumer, publish
+from shared.bus import Effects, StreamConsumer, publish, read_streams, read_streams_async
 from shared.redis_cluster import LocalCluster
 from shared.schema import (
     Accepted,
@@ -215,3 +217,50 @@ def test_a_matcher_process_on_the_cluster_commits_in_its_shards_slot(
         assert [f.leaves_qty for f in fills] == [2, 0]  # the restarted book still held b1's remaining 2
     finally:
         assert _stop(proc) == 0, (tmp_path / "matcher.log").read_text(errors="replace")[-3000:]
+
+
+# ---------------------------------------------------------------------- readers of every shard
+
+def _market_streams_on_every_node(rc: RedisCluster) -> dict[str, bytes]:
+    """Shards whose market streams sit on all three masters, one Trade each: stream -> its entry id."""
+    out: dict[str, bytes] = {}
+    nodes: set[str] = set()
+    for i in range(64):
+        name = streams.shard_market_stream(f"s{i}")
+        out[name] = publish(rc, name, [Trade("ACORN.LAB", 10000, i + 1, f"M{i}", 1, i)], 1000)
+        nodes.add(rc.get_node_from_key(name).name)
+        if len(nodes) == 3 and len(out) >= 4:
+            return out
+    raise AssertionError("no shard names spread over the three masters")
+
+
+def _qty(rows: Any) -> dict[bytes, list[int]]:
+    return {name: [m.qty for _, f in entries for m in decode_batch(f[streams.BATCH_FIELD])]
+            for name, entries in rows}
+
+
+def test_reading_every_shards_market_stream_is_one_xread_per_stream_on_a_cluster(
+        cluster: RedisCluster) -> None:
+    ids = _market_streams_on_every_node(cluster)
+    with pytest.raises(redis.exceptions.RedisClusterException):
+        cluster.xread(dict.fromkeys(ids, "0-0"))  # one command over several slots: refused
+    got = _qty(read_streams(cluster, dict.fromkeys(ids, "0-0"), 100))
+    assert got == {name.encode(): [i + 1] for i, name in enumerate(ids)}
+    assert read_streams(cluster, ids, 100) == []  # after each stream's last id: nothing
+
+
+def test_the_asyncio_reader_of_every_shard_on_a_cluster(cluster: RedisCluster,
+                                                         local_cluster: LocalCluster) -> None:
+    ids = _market_streams_on_every_node(cluster)
+
+    async def read() -> tuple[Any, Any]:
+        ac = aioredis.RedisCluster(host="127.0.0.1", port=local_cluster.first_port)
+        try:
+            return (await read_streams_async(ac, dict.fromkeys(ids, "0-0"), 100, 1000),
+                    await read_streams_async(ac, ids, 100, 1000))
+        finally:
+            await ac.aclose()
+
+    everything, nothing = asyncio.run(read())
+    assert _qty(everything) == {name.encode(): [i + 1] for i, name in enumerate(ids)}
+    assert nothing == []
