@@ -190,9 +190,14 @@ def test_fuzzed_frames_get_clear_errors_and_hurt_no_one(site: Site) -> None:
     assert site.web.proc.poll() is None, "the web service died"
     assert site.stack.gateway.poll() is None, "the gateway died"
     trades(other, "other-after-fuzz")
-    trades(fuzzer, "fuzzer-after-fuzz")
-    other.close()
+    # The fuzzer's own session is its own to break: fuzzed commands it accepts include silent and
+    # logout, and a session silent long enough is logged out by the exchange (how soon depends on the
+    # machine's speed). Its page answered a ping after every frame; a page opened now trades.
     fuzzer.close()
+    again = logged_on(site.web.ws_url)
+    trades(again, "after-fuzz")
+    other.close()
+    again.close()
 
 
 # --------------------------------------------------------------------------- single cases

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -134,3 +135,33 @@ def test_a_loop_stopped_mid_relay_leaves_no_transport_open() -> None:
     finally:
         client.close()
         peer.close()
+
+
+def test_a_loop_stopped_while_the_exchange_does_not_read_aborts_the_relay() -> None:
+    """What the tap holds for an exchange that stopped reading can never be sent, so closing that
+    connection would wait for ever: TapLoop.stop aborts it, and the exchange side sees the end."""
+    tap_loop = TapLoop().start()
+    exchange = socket.create_server(("127.0.0.1", 0))
+    exchange.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited by what it accepts
+    deaf: list[socket.socket] = []
+    threading.Thread(target=lambda: deaf.append(exchange.accept()[0]), daemon=True).start()
+    tap = Tap(tap_loop, "127.0.0.1", exchange.getsockname()[1], lambda *_: None, lambda _reason: None)
+    client = socket.create_connection(("127.0.0.1", tap.open()))
+    try:
+        (side,) = eventually(lambda: deaf, what="the exchange side accepted")
+        client.settimeout(0.5)
+        with contextlib.suppress(OSError):
+            for _ in range(400):  # more than the kernel buffers take: the rest waits in the tap
+                client.sendall(ONE * 1000)
+        started = time.monotonic()
+        tap_loop.stop()
+        assert time.monotonic() - started < 5 and tap_loop.open == set()
+        side.settimeout(5)
+        with contextlib.suppress(ConnectionResetError):
+            while side.recv(1 << 16):
+                pass  # what the kernel held, then the end of the connection
+    finally:
+        client.close()
+        for s in deaf:
+            s.close()
+        exchange.close()

@@ -33,6 +33,22 @@ OnRecord = Callable[[int, str, bytes, bool, int], None]
 OnClosed = Callable[[str], None]
 
 
+async def shut(writers: list[asyncio.StreamWriter], grace_s: float = 1.0) -> None:
+    """Close connections, and abort those that have not closed within ``grace_s``.
+
+    ``close`` waits until what is buffered has been sent: to a peer that no longer reads, never. Such
+    a transport would outlive its loop (and warn, unclosed, when it is collected)."""
+    for writer in writers:
+        writer.close()
+    closing = asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
+    try:
+        await asyncio.wait_for(closing, grace_s)
+    except TimeoutError:
+        for writer in writers:
+            writer.transport.abort()  # a no-op on one that did close
+        await asyncio.sleep(0)  # abort closes the socket on the loop's next turn
+
+
 class TapLoop:
     """An asyncio event loop running in its own thread.
 
@@ -69,11 +85,10 @@ class TapLoop:
             await asyncio.gather(*tasks, return_exceptions=True)
             left = list(self.open)
             self.open.clear()
-            for thing in left:
-                thing.close()
-            closing = [t.wait_closed() for t in left if isinstance(t, asyncio.StreamWriter)]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), 2)
+            for server in left:
+                if isinstance(server, asyncio.AbstractServer):
+                    server.close()
+            await shut([w for w in left if isinstance(w, asyncio.StreamWriter)])
 
         with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
             self.call(_cancel_all(), timeout=5)
@@ -130,14 +145,14 @@ class Tap:
             return
         self._busy = True
         self._loop.open.add(c_writer)
-        x_writer: asyncio.StreamWriter | None = None
         try:
             try:
                 x_reader, x_writer = await asyncio.open_connection(self.exchange_host, self.exchange_port)
             except OSError as exc:
                 self._closed(f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable "
                              f"({exc.strerror or exc})")
-                c_writer.close()
+                await shut([c_writer])
+                self._loop.open.discard(c_writer)
                 return
             self._loop.open.add(x_writer)
             self._writers = [c_writer, x_writer]
@@ -149,13 +164,11 @@ class Tap:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            for writer in (c_writer, x_writer):
-                writer.close()
+            self._writers = []
+            await shut([c_writer, x_writer])
+            self._loop.open.difference_update((c_writer, x_writer))
         finally:
-            # Closed above after a normal end; a relay cancelled meanwhile leaves them to TapLoop.stop.
-            for end in (c_writer, x_writer):
-                if end is not None and end.is_closing():
-                    self._loop.open.discard(end)
+            # A relay cancelled before its end leaves its connections to TapLoop.stop.
             self._writers = []
             self._busy = False
 
