@@ -199,7 +199,7 @@ def run_service(n: int, per_entry: int, workdir: Path) -> dict[str, Any]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     r = bus.connect(server.url)
     orders = streams.orders_stream("0")
-    events_stream = streams.events_stream("bench")
+    events_stream = streams.shard_events_stream("0", "bench")
     try:
         deadline = time.monotonic() + 30
         while not r.exists(streams.health_key("matcher", "0")):  # recovered and consuming

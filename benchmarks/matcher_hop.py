@@ -73,7 +73,7 @@ def _percentiles(samples: list[float]) -> dict[str, int]:
 
 def latency(url: str, n: int, warmup: int, tag: str) -> dict[str, Any]:
     conn = RespConnection(url)
-    events = streams.events_stream("lat" + tag).encode()
+    events = streams.shard_events_stream("0", "lat" + tag).encode()
     last = b"0"
     took: list[float] = []
     for i in range(warmup + n):
@@ -109,7 +109,7 @@ def _paced(url: str, k: int, n: int, rate: float, go: Any, out: Any, tag: str) -
 def _windowed(url: str, k: int, n: int, window: int, go: Any, out: Any, tag: str) -> None:
     conn = RespConnection(url)
     session, gateway = f"W{k}{tag}", f"w{k}{tag}"
-    events = streams.events_stream(gateway).encode()
+    events = streams.shard_events_stream("0", gateway).encode()
     last = b"0"
     sent = acked = 0
     go.wait()

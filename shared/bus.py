@@ -9,23 +9,30 @@ The loop (``StreamConsumer.run``):
   whether the batch already went out: no effect is lost or published twice;
 - bounds every stream it writes (approximate MAXLEN);
 - catches Redis connection errors narrowly and backs off, never spinning.
-Entries that do not decode go to the dead-letter stream with the reason, and are acknowledged.
+Entries that do not decode go to the consumer's dead-letter stream with the reason, and are
+acknowledged.
 
 ``LeanStreamConsumer`` is the same loop on a lean RESP connection (shared.resp) for a consumer
 whose batches are small: each batch's transaction and the next read go out in one write.
+``LeanMultiStreamConsumer`` runs it on several streams at once (a gateway's events from every
+matcher shard). ``read_streams`` (and ``read_streams_async``) follow several streams without a
+group: one XREAD on one Redis, one per stream on a Redis Cluster.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
+from redis.cluster import RedisCluster
 
 from shared import streams
 from shared.resp import CommandBuffer, RespConnection, bulk, check, command
@@ -88,14 +95,18 @@ class StreamConsumer:
     """One consumer in a group on one stream: pending entries first, then new ones.
 
     ``decode_payload`` turns an entry's batch field into the handler's messages (schema messages by
-    default; the matcher takes wire-form tuples, which are much cheaper to build).
+    default; the matcher takes wire-form tuples, which are much cheaper to build). ``deadletter``
+    is where entries that do not decode go, acknowledged in the same transaction: on a Redis
+    Cluster it must share the stream's slot (a matcher passes its shard's dead-letter stream).
     """
 
     def __init__(self, r: redis.Redis, stream: str, group: str, name: str, *, count: int = 500,
                  block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
-                 decode_payload: Callable[[bytes], list[Any]] = decode_batch) -> None:
+                 decode_payload: Callable[[bytes], list[Any]] = decode_batch,
+                 deadletter: str = streams.DEADLETTER_STREAM) -> None:
         self.r = r
         self.decode_payload = decode_payload
+        self.deadletter = deadletter
         self.stream = stream
         self.group = group
         self.name = name
@@ -146,7 +157,7 @@ class StreamConsumer:
         pipe = self.r.pipeline(transaction=True)
         for entry_id, reason, payload in bad:
             log.error("dead-lettering %s %s: %s", self.stream, entry_id.decode(), reason)
-            pipe.xadd(streams.DEADLETTER_STREAM,
+            pipe.xadd(self.deadletter,
                       {b"stream": self.stream, b"id": entry_id, b"group": self.group,
                        b"reason": reason, b"payload": payload}, maxlen=10_000, approximate=True)
             pipe.xack(self.stream, self.group, entry_id)
@@ -246,9 +257,10 @@ class LeanStreamConsumer(StreamConsumer):
 
     def __init__(self, r: redis.Redis, conn: RespConnection, stream: str, group: str, name: str, *,
                  count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
-                 decode_payload: Callable[[bytes], list[Any]] = decode_batch) -> None:
+                 decode_payload: Callable[[bytes], list[Any]] = decode_batch,
+                 deadletter: str = streams.DEADLETTER_STREAM) -> None:
         super().__init__(r, stream, group, name, count=count, block_ms=block_ms, maxlen=maxlen,
-                         start_id=start_id, decode_payload=decode_payload)
+                         start_id=start_id, decode_payload=decode_payload, deadletter=deadletter)
         self.conn = conn
         head = (b"XREADGROUP", b"GROUP", group, name, b"COUNT", count)
         self._read_pending = command(*head, b"STREAMS", stream, b"0")
@@ -391,6 +403,177 @@ class _Owed:
     payload: bytes
     replies: int
     messages: int
+
+
+class LeanMultiStreamConsumer:
+    """One consumer of one group on several streams over one lean connection (shared.resp).
+
+    Each stream is a lane (a ``LeanStreamConsumer`` on the shared connection) with its own pending
+    entries, applied id and dead letters; the handler gets each stream's entries in order, one
+    stream's batch at a time. One XREADGROUP names every stream (``>`` for each, or ``0`` for a lane
+    still reading its pending entries after a (re)start), so a quiet gateway blocks in one command
+    for all its shards. Each lane's batch is acknowledged in its own MULTI/EXEC, which names that
+    stream's slot only; the transactions go out in the same write as the next read, as in
+    ``LeanStreamConsumer``, with the same guarantees. The read naming several slots needs one Redis
+    (the lean connection speaks to one node).
+    """
+
+    def __init__(self, r: redis.Redis, conn: RespConnection, names: Sequence[str], group: str, name: str,
+                 *, count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000) -> None:
+        if not names:
+            raise ValueError("no stream to consume")
+        self.conn = conn
+        self.lanes = [LeanStreamConsumer(r, conn, stream, group, name, count=count, block_ms=block_ms,
+                                         maxlen=maxlen) for stream in names]
+        self._head = (b"XREADGROUP", b"GROUP", group, name, b"COUNT", count)
+        self._names = [lane.stream.encode() for lane in self.lanes]
+        self._read_new = command(*self._head, b"BLOCK", block_ms, b"STREAMS", *self._names,
+                                 *([b">"] * len(self._names)))
+        self._block_timeout_s = conn.timeout_s + block_ms / 1000
+
+    @property
+    def consumed(self) -> int:
+        return sum(lane.consumed for lane in self.lanes)
+
+    @property
+    def deadlettered(self) -> int:
+        return sum(lane.deadlettered for lane in self.lanes)
+
+    def run(self, handle: Handler, stop: threading.Event) -> None:
+        """Read, handle and acknowledge until ``stop`` is set; then close the connection."""
+        try:
+            self._run(handle, stop)
+        finally:
+            self.conn.close()
+
+    def _run(self, handle: Handler, stop: threading.Event) -> None:
+        delay = 0.05
+        need_group = True
+        owed: list[tuple[LeanStreamConsumer, _Owed]] = []  # commits that go out with the next read
+        while True:
+            if stop.is_set():
+                self._settle(owed, stop, attempted=False)
+                return
+            try:
+                if need_group:
+                    for lane in self.lanes:
+                        lane.ensure()
+                    need_group = False
+                pending = [lane._pending_first for lane in self.lanes]
+                cmd, timeout = self._read_command(pending)
+                done, owed = owed, []
+                try:
+                    replies = self.conn.roundtrip(b"".join(o.payload for _, o in done) + cmd,
+                                                  sum(o.replies for _, o in done) + 1, timeout_s=timeout)
+                    self._check_transactions(done, replies)
+                except REDIS_ERRORS as exc:
+                    if not done:
+                        raise
+                    log.warning("redis failed while committing (%s); retrying the commits alone", exc)
+                    self._all_pending()  # the read that went with them may have claimed entries
+                    if not self._settle(done, stop, attempted=True):
+                        return
+                    continue
+                batches = self._batches(check(replies[-1]), pending)
+                delay = 0.05
+            except (redis.ResponseError, *REDIS_ERRORS) as exc:
+                delay = self._read_failed(exc, delay, stop)
+                need_group = True
+                continue
+            for lane, batch in batches:
+                effects = handle(batch)
+                ids = [entry_id for entry_id, _ in batch]
+                payload, n = lane._transaction(ids, effects)
+                owed.append((lane, _Owed(ids, effects, payload, n, sum(len(msgs) for _, msgs in batch))))
+
+    def _read_command(self, pending: list[bool]) -> tuple[bytes, float]:
+        if not any(pending):
+            return self._read_new, self._block_timeout_s
+        ids = [b"0" if p else b">" for p in pending]  # pending entries come back at once: no BLOCK
+        return command(*self._head, b"STREAMS", *self._names, *ids), self.conn.timeout_s
+
+    @staticmethod
+    def _check_transactions(done: list[tuple[LeanStreamConsumer, _Owed]], replies: list[Any]) -> None:
+        """Raise the first error of the lanes' transactions; else count their messages consumed."""
+        at = 0
+        for lane, o in done:
+            lane._check_transaction(replies[at:at + o.replies])
+            at += o.replies
+        for lane, o in done:
+            lane.consumed += o.messages
+
+    def _batches(self, reply: Any, pending: list[bool]) -> list[tuple[LeanStreamConsumer, list[Entry]]]:
+        """Each lane's decoded entries in the reply (dead letters written and acknowledged)."""
+        by_name = {name: entries for name, entries in reply or ()}
+        out = []
+        for lane, name, was_pending in zip(self.lanes, self._names, pending, strict=True):
+            raw = lane._rows([(name, by_name[name])]) if by_name.get(name) else []
+            if not raw:
+                if was_pending:
+                    lane._pending_first = False
+                continue
+            batch = lane._decode(raw)
+            if batch:
+                out.append((lane, batch))
+        return out
+
+    def _settle(self, owed: list[tuple[LeanStreamConsumer, _Owed]], stop: threading.Event, *,
+                attempted: bool) -> bool:
+        """Commit each owed batch on its own (``attempted``: sent once, outcome unknown); False on stop."""
+        for lane, o in owed:
+            if not lane.commit_retrying(o.ids, o.effects, stop, attempted=attempted):
+                return False
+            lane.consumed += o.messages
+        return True
+
+    def _all_pending(self) -> None:
+        for lane in self.lanes:
+            lane._pending_first = True
+
+    def _read_failed(self, exc: redis.RedisError, delay: float, stop: threading.Event) -> float:
+        self._all_pending()
+        return self.lanes[0]._read_failed(exc, delay, stop)
+
+
+StreamRows = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]  # an XREAD reply
+CLUSTER_POLL_S = 0.05  # on a cluster, the pause between rounds of XREADs that found nothing
+
+
+def read_streams(r: redis.Redis | RedisCluster, last_ids: Mapping[str, bytes | str],
+                 count: int) -> StreamRows:
+    """XREAD (not blocking) of each stream after its last id: [(stream, entries)], streams with none
+    left out. One command on one Redis; one per stream on a cluster, which refuses a command naming
+    keys of several slots."""
+    if isinstance(r, RedisCluster):
+        rows: StreamRows = []
+        for name, last in last_ids.items():
+            got: Any = r.xread({name: last}, count=count)
+            rows += got or []
+        return rows
+    ids: dict[Any, Any] = dict(last_ids)
+    everything: Any = r.xread(ids, count=count)
+    return everything or []
+
+
+async def read_streams_async(r: aioredis.Redis | aioredis.RedisCluster, last_ids: Mapping[str, bytes | str],
+                             count: int, block_ms: int) -> StreamRows:
+    """``read_streams`` for an asyncio client, waiting up to ``block_ms`` for a first entry.
+
+    On one Redis, one blocking XREAD of them all. On a cluster, one XREAD per stream without BLOCK
+    (a blocking read per stream would hold the answer until the quietest stream's time-out), then a
+    pause of CLUSTER_POLL_S when none had anything.
+    """
+    if isinstance(r, aioredis.RedisCluster):
+        rows: StreamRows = []
+        for name, last in last_ids.items():
+            got: Any = await r.xread({name: last}, count=count)
+            rows += got or []
+        if not rows:
+            await asyncio.sleep(min(CLUSTER_POLL_S, block_ms / 1000))
+        return rows
+    ids: dict[Any, Any] = dict(last_ids)
+    everything: Any = await r.xread(ids, count=count, block=block_ms)
+    return everything or []
 
 
 def wait_for_redis(r: redis.Redis, timeout_s: float = 10.0) -> None:

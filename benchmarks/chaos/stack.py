@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -218,21 +218,30 @@ def matcher_state(r: redis.Redis, env: dict[str, str], shard: str = "0") -> dict
     return {(o.session, o.clordid): o.cum for book in engine.books.values() for o in book.orders()}
 
 
-def terminal_events(r: redis.Redis, gateway_id: str = "gw1") -> set[str]:
-    """ClOrdIDs the events stream holds a final event for (filled completely, or cancelled)."""
+def terminal_events(r: redis.Redis, gateway_id: str = "gw1", shards: Sequence[str] = ("0",)) -> set[str]:
+    """ClOrdIDs the shards' events streams for the gateway hold a final event for (filled
+    completely, or cancelled)."""
     done: set[str] = set()
-    start = "-"
-    while True:
-        rows: Any = r.xrange(streams.events_stream(gateway_id), min=start, count=2000)
-        for _id, fields in rows:
+    for shard in shards:
+        for fields in _all_entries(r, streams.shard_events_stream(shard, gateway_id)):
             for ev in decode_batch(fields[streams.BATCH_FIELD]):
                 if isinstance(ev, Filled) and ev.leaves_qty == 0:
                     done.add(ev.clordid)
                 elif isinstance(ev, Cancelled):
                     done.add(ev.orig_clordid)
                     done.add(ev.clordid)
+    return done
+
+
+def _all_entries(r: redis.Redis, stream: str) -> Iterator[dict[bytes, bytes]]:
+    """Every entry's fields, in order, read 2000 at a time."""
+    start = "-"
+    while True:
+        rows: Any = r.xrange(stream, min=start, count=2000)
+        for _id, fields in rows:
+            yield fields
         if len(rows) < 2000:
-            return done
+            return
         start = "(" + rows[-1][0].decode()
 
 

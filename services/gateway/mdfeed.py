@@ -1,17 +1,19 @@
-"""The market-data thread: the market stream into the mirrors, conflated updates out to subscribers.
+"""The market-data thread: the market streams into the mirrors, conflated updates out to subscribers.
 
-The core (``marketdata.MarketData``) is pure; this adapter feeds it and sends what it returns. It sits
-idle until the first MarketDataRequest: a gateway nobody asks for market data never reads the market
-stream. Then, once: note the market stream's last id, ask every shard for a BookImage of each of its
-books (``ImageRequest`` on its orders stream, behind the orders already there), and read the stream
-with plain XREAD (no group: every gateway reads everything) from the noted id, so each mirror starts
-at its image and applies every BookUpdate after it. Every FIXLAB_MD_INTERVAL_MS the thread wakes,
-reads all that came since, and sends the pending updates (``flush``): one wake-up per interval, not
-one per matcher batch. A MarketDataRequest arrives on the engine thread (``request``) and is answered
-there, at once, from the mirror (or when its image arrives); the core is shared under one lock, and
-every message is sent while holding it, so a W always precedes the X that follows it on the wire.
-Lock order: QuickFIX holds a session's mutex while sending to it and while calling onLogout, never
-around fromApp; so the engine thread takes the lock in fromApp only, and a logout is queued.
+The core (``marketdata.MarketData``) is pure; this adapter feeds it and sends what it returns. It
+sits idle until the first MarketDataRequest: a gateway nobody asks for market data never reads the
+market streams (one per matcher shard, ``shard_market_stream``). Then, once: note each market
+stream's last id, ask every shard for a BookImage of each of its books (``ImageRequest`` on its
+orders stream, behind the orders already there), and read the streams with plain XREAD (no group:
+every gateway reads everything; ``shared.bus.read_streams``) from the noted ids, so each mirror
+starts at its image and applies every BookUpdate after it (a book lives on one shard: its stream
+keeps its order). Every FIXLAB_MD_INTERVAL_MS the thread wakes, reads all that came since, and sends
+the pending updates (``flush``): one wake-up per interval, not one per matcher batch. A
+MarketDataRequest arrives on the engine thread (``request``) and is answered there, at once, from
+the mirror (or when its image arrives); the core is shared under one lock, and every message is sent
+while holding it, so a W always precedes the X that follows it on the wire. Lock order: QuickFIX
+holds a session's mutex while sending to it and while calling onLogout, never around fromApp; so the
+engine thread takes the lock in fromApp only, and a logout is queued.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import redis
 
 from services.gateway.marketdata import MarketData, Out
 from shared import streams
-from shared.bus import REDIS_ERRORS, connect, publish
+from shared.bus import REDIS_ERRORS, connect, publish, read_streams
 from shared.clock import now_ns
 from shared.config import Instrument
 from shared.schema import BookImage, BookUpdate, ImageRequest, SchemaError, Trade, decode_wire_batch
@@ -174,30 +176,20 @@ class MarketFeed:
         self._wanted.wait()
         if self._stop.is_set():
             return
-        log.info("market data: following %s (tid %d)", streams.MARKET_STREAM, threading.get_native_id())
+        names = [streams.shard_market_stream(shard) for shard in sorted(self.shards)]
+        log.info("market data: following %s (tid %d)", ", ".join(names), threading.get_native_id())
         r: redis.Redis | None = None
-        last_id: Any = None
+        last_ids: dict[str, Any] | None = None
         asked: dict[str, float] = {}
         next_flush = time.monotonic()
         while not self._stop.is_set():
             try:
                 if r is None:
                     r = connect(self.redis_url)
-                if last_id is None:
-                    newest = r.xrevrange(streams.MARKET_STREAM, count=1)
-                    last_id = newest[0][0] if newest else b"0-0"
+                if last_ids is None:
+                    last_ids = self._newest_ids(r, names)
                 self._ask(r, asked)
-                # Once per interval, everything the stream holds by now: one wake-up per interval
-                # instead of one per matcher batch (each takes the GIL from the engine thread).
-                while True:
-                    got: Any = r.xread({streams.MARKET_STREAM: last_id}, count=READ_COUNT)
-                    if not got:
-                        break
-                    entries = got[0][1]
-                    last_id = entries[-1][0]
-                    self._apply(entries)
-                    if len(entries) < READ_COUNT:
-                        break
+                self._read_all(r, last_ids)
                 with self.lock:
                     self._drop_ended()
                     self._send(self.core.flush())
@@ -211,6 +203,27 @@ class MarketFeed:
                 self._stop.wait(BACK_OFF_S)
             next_flush = max(next_flush + self.interval_s, time.monotonic())
             self._stop.wait(next_flush - time.monotonic())
+
+    @staticmethod
+    def _newest_ids(r: redis.Redis, names: list[str]) -> dict[str, Any]:
+        """Each market stream's last id now (0-0 for one not written yet)."""
+        ids: dict[str, Any] = {}
+        for name in names:
+            newest: Any = r.xrevrange(name, count=1)
+            ids[name] = newest[0][0] if newest else b"0-0"
+        return ids
+
+    def _read_all(self, r: redis.Redis, last_ids: dict[str, Any]) -> None:
+        """Once per interval, everything the streams hold by now: one wake-up per interval instead of
+        one per matcher batch (each takes the GIL from the engine thread)."""
+        while True:
+            full = False
+            for name, entries in read_streams(r, last_ids, READ_COUNT):
+                last_ids[name.decode()] = entries[-1][0]
+                self._apply(entries)
+                full = full or len(entries) >= READ_COUNT
+            if not full:
+                return
 
     def _ask(self, r: redis.Redis, asked: dict[str, float]) -> None:
         """Ask each shard whose books are not all mirrored yet for its images; again after a while

@@ -1,14 +1,16 @@
-"""From the gateway's events stream to ExecutionReports on the right session.
+"""From the gateway's events streams to ExecutionReports on the right session.
 
-One events stream per gateway (``events_stream(gateway_id)``): every command carries ``reply_to``,
-the matcher writes each answer to that gateway's stream (and the intake publisher its refusals), and
-the gateway reads only what is for the sessions it holds. Several gateways can run side by side
-without reading each other's traffic.
+Every command carries ``reply_to``: each matcher shard writes its answers to that gateway's stream
+in the shard's slot (``shard_events_stream(shard, gateway_id)``) and the intake publisher writes its
+refusals to the gateway's own (``events_stream(gateway_id)``). The gateway reads those streams only,
+what is for the sessions it holds: several gateways can run side by side without reading each
+other's traffic.
 
-The events thread runs the bus's own consumer loop (``shared.bus.LeanStreamConsumer``): group created
-idempotently, own pending entries first after a restart, dead letters for what does not decode, back
-off on Redis errors, and each batch acknowledged (with the applied id) in the same write as the read
-of the next: one round trip and one wake-up per batch, with no redis-py cost per call. Its handler
+The events thread runs the bus's consumer loop on all of them (``shared.bus.LeanMultiStreamConsumer``):
+groups created idempotently, each stream's own pending entries first after a restart, in order per
+stream, dead letters for what does not decode, back off on Redis errors, and each stream's batch
+acknowledged (with its applied id) in the same write as the next read of them all: one round trip
+and one wake-up per read, with no redis-py cost per call. Its handler
 sends every event of a batch as a FIX message and publishes nothing. A batch is acknowledged only
 after its reports were handed to QuickFIX; after a Redis failure the owed acknowledgement is retried
 (with the applied-id check) before any pending entry is read again, so a report is not sent twice.
@@ -19,26 +21,33 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 import redis
 
 from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.outbound import MassCancelJoin, Outbound
 from shared import streams
-from shared.bus import Entry, LeanStreamConsumer
+from shared.bus import Entry, LeanMultiStreamConsumer
 from shared.resp import RespConnection
 
 log = logging.getLogger(__name__)
 
 
-class ReportSender:
-    """The events thread: consume the events stream, send each event as a FIX message."""
+def events_streams(gateway_id: str, shards: Sequence[str]) -> list[str]:
+    """What a gateway reads: its own events stream, then each matcher shard's stream for it."""
+    return [streams.events_stream(gateway_id), *(streams.shard_events_stream(s, gateway_id) for s in shards)]
 
-    def __init__(self, r: redis.Redis, conn: RespConnection, gateway_id: str, outbound: Outbound,
-                 registry: SessionRegistry, counters: Counters, *, count: int = 1000,
+
+class ReportSender:
+    """The events thread: consume the events streams, send each event as a FIX message."""
+
+    def __init__(self, r: redis.Redis, conn: RespConnection, gateway_id: str, shards: Sequence[str],
+                 outbound: Outbound, registry: SessionRegistry, counters: Counters, *, count: int = 1000,
                  block_ms: int = 200, maxlen: int = 1_000_000) -> None:
-        self.consumer = LeanStreamConsumer(r, conn, streams.events_stream(gateway_id), streams.GATEWAY_GROUP,
-                                           gateway_id, count=count, block_ms=block_ms, maxlen=maxlen)
+        self.consumer = LeanMultiStreamConsumer(r, conn, events_streams(gateway_id, shards),
+                                                streams.GATEWAY_GROUP, gateway_id, count=count,
+                                                block_ms=block_ms, maxlen=maxlen)
         self.outbound = outbound
         # A mass cancel of every order is answered by each shard: one OrderMassCancelReport goes out.
         self.join = MassCancelJoin(outbound.shards)

@@ -135,7 +135,7 @@ class Gateway:
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
-                                    settings.gateway_id, self.outbound,
+                                    settings.gateway_id, common.shards, self.outbound,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)

@@ -28,7 +28,7 @@ import redis
 from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
-from shared import bus, resp, streams
+from shared import bus, redis_cluster, resp, streams
 from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, id_after
 from shared.clock import now_ns
 from shared.health import HealthReporter
@@ -63,9 +63,13 @@ class MatcherService:
     def __init__(self, settings: MatcherSettings, r: redis.Redis | None = None) -> None:
         self.settings = settings
         self.shard = settings.shard
-        self.r = r if r is not None else bus.connect(settings.common.redis_url)
+        url = settings.common.redis_url
+        self.cluster = redis_cluster.is_cluster_url(url) if r is None else isinstance(r, redis.RedisCluster)
+        self.r = r if r is not None else self._connect(url)
         self.stream = streams.orders_stream(self.shard)
         self.snapshot_key = streams.snapshot_key(self.shard)
+        self.market_stream = streams.shard_market_stream(self.shard)
+        self.deadletter_stream = streams.shard_deadletter_stream(self.shard)
         self.maxlen = settings.common.stream_maxlen
         self.limits = Limits(depth_levels=settings.depth_levels, done_orders=settings.done_orders)
         self.consumer = self._consumer(settings)
@@ -84,6 +88,13 @@ class MatcherService:
         self.lease: Lease | None = None
         self._stream_names: dict[str | None, str] = {}  # destination gateway -> its events stream
 
+    def _connect(self, url: str) -> Any:
+        """redis-py's cluster client on a Redis Cluster (every key of a shard is in one slot), else
+        the plain client."""
+        if self.cluster:
+            return redis_cluster.cluster_client(url)
+        return bus.connect(url)
+
     def _consumer(self, settings: MatcherSettings) -> StreamConsumer:
         # Commands go to the engine in wire form (tuples): building a frozen dataclass per command
         # costs about ten times the msgpack decoding and more than a third of the matching itself.
@@ -91,11 +102,13 @@ class MatcherService:
         # flight redis-py's per-call cost was most of the matcher's time (see the README).
         args = (self.r, self.stream, streams.MATCHER_GROUP, settings.consumer_name)
         kwargs: dict[str, Any] = {"count": settings.batch, "block_ms": settings.block_ms,
-                                  "maxlen": self.maxlen, "decode_payload": decode_wire_batch}
+                                  "maxlen": self.maxlen, "decode_payload": decode_wire_batch,
+                                  "deadletter": self.deadletter_stream}
         url = settings.common.redis_url
-        if resp.supports(url):
+        if resp.supports(url) and not self.cluster:
             return LeanStreamConsumer(args[0], RespConnection(url), *args[1:], **kwargs)
-        return StreamConsumer(*args, **kwargs)  # rediss://: TLS stays with redis-py
+        # rediss:// (TLS stays with redis-py), or a cluster: redis-py finds the shard's node.
+        return StreamConsumer(*args, **kwargs)
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-",
@@ -222,7 +235,7 @@ class MatcherService:
         for dest, wires in grouped.items():
             name = names.get(dest)
             if name is None:
-                name = names[dest] = streams.MARKET_STREAM if dest is None else streams.events_stream(dest)
+                name = names[dest] = self._destination(dest)
             payloads.append((name, encode_wire_batch(wires)))
         maxlen = self.maxlen
 
@@ -231,6 +244,12 @@ class MatcherService:
                 pipe.xadd(stream, {streams.BATCH_FIELD: payload}, maxlen=maxlen, approximate=True)
 
         return publish
+
+    def _destination(self, gateway_id: str | None) -> str:
+        """The stream of the shard's slot for a gateway's events, or for market data (None)."""
+        if gateway_id is None:
+            return self.market_stream
+        return streams.shard_events_stream(self.shard, gateway_id)
 
     def _dead_letters(self, batch: list[Entry], result: BatchResult) -> Callable[[Any], None]:
         where = {id(m): entry_id for entry_id, msgs in batch for m in msgs}
@@ -241,9 +260,11 @@ class MatcherService:
             rows.append({b"stream": self.stream, b"id": where[id(cmd)], b"group": streams.MATCHER_GROUP,
                          b"reason": reason, b"payload": payload})
 
+        deadletter = self.deadletter_stream
+
         def write(pipe: Any) -> None:
             for row in rows:
-                pipe.xadd(streams.DEADLETTER_STREAM, row, maxlen=10_000, approximate=True)
+                pipe.xadd(deadletter, row, maxlen=10_000, approximate=True)
 
         return write
 

@@ -21,7 +21,7 @@ from services.web.limits import PageLimiter
 from services.web.settings import WebSettings
 from services.web.views import JSON, MarketView, hello_view
 from shared import health, streams
-from shared.bus import REDIS_ERRORS
+from shared.bus import REDIS_ERRORS, read_streams_async
 from shared.fix import dictionary
 from shared.schema import Depth, SchemaError, Trade, decode_batch
 from shared.streams import inspect
@@ -104,14 +104,14 @@ class Hub:
                 **dict(self.counters)}
 
     async def market_feed(self) -> None:
-        """Follow the market stream for every page; start from each book's latest depth.
+        """Follow every shard's market stream for every page; start from each book's latest depth.
 
         Under a flood the feed reads at most once per ``market_interval_s`` and conflates what it
         read (see ``_apply_market``): one XREAD, one depth per book and at most a tape of trades per
         interval, instead of a read and a WebSocket frame per matcher batch. A quiet market's first
         entry still goes out as soon as it is read.
         """
-        last = "0-0"
+        last = {streams.shard_market_stream(shard): "0-0" for shard in self.settings.common.shards}
         delay = 0.05
         primed = False
         interval = self.settings.market_interval_s
@@ -120,26 +120,31 @@ class Hub:
         while True:
             try:
                 if not primed:
-                    rows: Any = await self.r.xrevrange(streams.MARKET_STREAM, count=MARKET_LOOKBACK)
-                    self._apply_market([fields for _, fields in reversed(rows)], broadcast=False)
-                    if rows:
-                        last = rows[0][0].decode()
+                    await self._prime_market(last)
                     primed = True
                 wait = next_read - loop.time()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                rows = await self.r.xread({streams.MARKET_STREAM: last}, count=MARKET_READ, block=1000)
+                rows = await read_streams_async(self.r, last, MARKET_READ, 1000)
                 delay = 0.05
             except REDIS_ERRORS as exc:
                 log.warning("market feed: redis unavailable (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
-            for _, entries in rows or ():
+            for name, entries in rows:
                 if entries:
-                    last = entries[-1][0].decode()
+                    last[name.decode()] = entries[-1][0].decode()
                     next_read = loop.time() + interval
                     self._apply_market([fields for _, fields in entries], broadcast=True)
+
+    async def _prime_market(self, last: dict[str, str]) -> None:
+        """Each market stream's latest entries, applied without broadcasting; ``last`` notes its id."""
+        for name in last:
+            rows: Any = await self.r.xrevrange(name, count=MARKET_LOOKBACK)
+            self._apply_market([fields for _, fields in reversed(rows)], broadcast=False)
+            if rows:
+                last[name] = rows[0][0].decode()
 
     def _apply_market(self, entries: list[dict[bytes, bytes]], *, broadcast: bool) -> None:
         """Apply stream entries to the market view, in order, and broadcast what pages show.

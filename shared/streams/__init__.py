@@ -1,7 +1,12 @@
 """Every Redis stream, group and key name of FIX Lab. No other module spells one.
 
-Names carry a Redis Cluster hash tag in braces: the streams one matcher shard reads and writes in one
-transaction share a slot (see deploy/SCALING.md).
+Names carry a Redis Cluster hash tag in braces: everything one matcher shard reads and writes in one
+transaction shares the slot of ``{shard-N}`` (see deploy/SCALING.md). Its orders stream, snapshot,
+lease, events for each gateway (``shard_events_stream``), market data (``shard_market_stream``) and
+dead letters (``shard_deadletter_stream``) all carry it, so every matcher commit touches one slot,
+on one Redis as on a cluster. Readers of events and market data therefore follow one stream per
+shard (the shards come from the instruments, ``CommonSettings.shards``); a gateway also reads its
+own ``events_stream``, where its intake publishes its refusals.
 """
 
 from __future__ import annotations
@@ -27,12 +32,24 @@ def snapshot_key(shard: str) -> str:
 
 
 def events_stream(gateway_id: str) -> str:
-    """Order events for the sessions one gateway holds: each command names its gateway (reply_to)."""
+    """Events a gateway publishes for its own sessions (its intake's refusals), in the gateway's slot.
+
+    The matchers answer on ``shard_events_stream``: each command names its gateway (reply_to).
+    """
     return f"{PREFIX}:{{gw-{gateway_id}}}:events"
 
 
-# Trade and Depth (for the web page), BookUpdate and BookImage (for the gateways' FIX market data).
-MARKET_STREAM = f"{PREFIX}:market"
+def shard_market_stream(shard: str) -> str:
+    """One matcher shard's market data, in the shard's slot: Trade and Depth (for the web page),
+    BookUpdate and BookImage (for the gateways' FIX market data)."""
+    return f"{PREFIX}:{{shard-{shard}}}:market"
+
+
+def shard_deadletter_stream(shard: str) -> str:
+    """Commands one matcher shard could not decode or apply, kept for a person, in the shard's slot."""
+    return f"{PREFIX}:{{shard-{shard}}}:deadletter"
+
+
 LAB_START_STREAM = f"{PREFIX}:lab:start"  # LabStart: any gateway (group GATEWAY_GROUP) takes it
 
 
@@ -64,7 +81,9 @@ def bench_results_stream(run_id: str) -> str:
     return f"{PREFIX}:bench:{run_id}:results"
 
 
-DEADLETTER_STREAM = f"{PREFIX}:deadletter"  # entries a consumer could not decode, kept for a person
+# Entries a consumer other than a matcher could not decode, kept for a person (a matcher writes its
+# own in its slot: shard_deadletter_stream).
+DEADLETTER_STREAM = f"{PREFIX}:deadletter"
 
 
 def applied_key(stream: str, group: str) -> str:
@@ -96,11 +115,8 @@ def lab_compid_key(comp_id: str) -> str:
 
 
 def shard_events_stream(shard: str, gateway_id: str) -> str:
-    """Events of one matcher shard for one gateway, in the shard's hash slot.
-
-    The Redis Cluster layout of deploy/SCALING.md (not used by the services yet): the matcher's
-    publish-and-acknowledge MULTI then touches one slot only.
-    """
+    """Events of one matcher shard for one gateway (reply_to), in the shard's hash slot: the
+    matcher's publish-and-acknowledge MULTI touches one slot only (deploy/SCALING.md)."""
     return f"{PREFIX}:{{shard-{shard}}}:events:{gateway_id}"
 
 

@@ -75,7 +75,7 @@ class Runner:
 
     def book(self, symbol: str = ACORN) -> Book:
         """The latest Depth of ``symbol``: (bids, asks), each ((price, qty, orders), ...)."""
-        for _id, fields in self.r.xrevrange(streams.MARKET_STREAM, count=500):  # type: ignore[union-attr]
+        for _id, fields in self.r.xrevrange(streams.shard_market_stream("0"), count=500):  # type: ignore[union-attr]
             for msg in reversed(decode_batch(fields[streams.BATCH_FIELD])):
                 if isinstance(msg, Depth) and msg.symbol == symbol:
                     return msg.bids, msg.asks
@@ -158,7 +158,7 @@ def run_book_is(run: Runner, bids: dict[int, int]) -> bool:
 
 def cancelled_at_ms(run: Runner, clordid: str, gateway: str = "gw1") -> int | None:
     """When (stream id, ms) the Cancelled of ``clordid`` went to the gateway, or None."""
-    for entry_id, fields in run.r.xrange(streams.events_stream(gateway)):  # type: ignore[union-attr]
+    for entry_id, fields in run.r.xrange(streams.shard_events_stream("0", gateway)):  # type: ignore[union-attr]
         for msg in decode_batch(fields[streams.BATCH_FIELD]):
             if type(msg).__name__ == "Cancelled" and msg.orig_clordid == clordid:  # type: ignore[attr-defined]
                 return int(entry_id.split(b"-")[0])

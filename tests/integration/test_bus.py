@@ -90,3 +90,14 @@ def test_run_survives_a_redis_restart(fresh_redis) -> None:  # type: ignore[no-u
     assert r.xpending("in", "g")["pending"] == 0
     with pytest.raises(redis.ResponseError):
         r.xgroup_create("in", "g", id="0")
+
+
+def test_read_streams_reads_several_streams_after_each_ones_last_id(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    a = [bus.publish(r, "m:a", [_trade(n)], 1000) for n in (1, 2)]
+    bus.publish(r, "m:b", [_trade(3)], 1000)
+    rows = bus.read_streams(r, {"m:a": a[0], "m:b": "0-0", "m:none": "0-0"}, 100)
+    got = {name: [m.qty for _, f in entries for m in decode_batch(f[streams.BATCH_FIELD])]  # type: ignore[attr-defined]
+           for name, entries in rows}
+    assert got == {b"m:a": [2], b"m:b": [3]}  # a stream with nothing new is left out
+    assert bus.read_streams(r, {"m:a": a[1]}, 100) == []

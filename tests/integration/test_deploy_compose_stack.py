@@ -163,7 +163,7 @@ def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: 
     r = bus.connect(redis_url)
     try:
         def both_books_quoted() -> bool:
-            rows: Any = r.xrange(streams.MARKET_STREAM)
+            rows: Any = r.xrange(streams.shard_market_stream("0"))
             symbols = {m.symbol for _, f in rows for m in decode_batch(f[streams.BATCH_FIELD])
                        if isinstance(m, Depth) and m.bids and m.asks}
             return symbols == {"ACORN.LAB", "BIRCH.LAB"}

@@ -56,15 +56,18 @@ def test_events_reach_the_right_session_and_bad_entries_are_dead_lettered() -> N
     with gateway_stack(None, matcher=False, gateway_id="gwbus") as stack, \
             FixClient(stack.fix_port, "CLIENT01") as one, FixClient(stack.fix_port, "CLIENT02") as two:
         r = redis.Redis.from_url(stack.redis_url)
-        events = streams.events_stream("gwbus")
+        # The gateway reads its own events stream (its intake's refusals) and matcher shard 0's for it.
+        events, shard_events = streams.events_stream("gwbus"), streams.shard_events_stream("0", "gwbus")
         r.xadd(events, {streams.BATCH_FIELD: b"\xc1 not msgpack"})
-        r.xadd(events, {b"other": b"field"})
+        r.xadd(shard_events, {b"other": b"field"})
         publish(r, events, [Accepted("CLIENT02", "x2", "O-2", "ACORN.LAB", 2, 10_100, 3, 0, "E-2", 1),
-                            Accepted("NOSUCH", "x9", "O-9", "ACORN.LAB", 1, 10_000, 1, 0, "E-9", 1),
-                            Accepted("CLIENT01", "x1", "O-1", "BIRCH.LAB", 1, 2_500, 5, 1, "E-1", 1)], 1000)
-        # Another gateway's stream is not ours: this one must never arrive.
-        publish(r, streams.events_stream("gwother"),
-                [Accepted("CLIENT01", "x-other", "O", "ACORN.LAB", 1, 10_000, 1, 0, "E", 1)], 1000)
+                            Accepted("NOSUCH", "x9", "O-9", "ACORN.LAB", 1, 10_000, 1, 0, "E-9", 1)], 1000)
+        publish(r, shard_events,
+                [Accepted("CLIENT01", "x1", "O-1", "BIRCH.LAB", 1, 2_500, 5, 1, "E-1", 1)], 1000)
+        # Another gateway's streams are not ours: these must never arrive.
+        for other in (streams.events_stream("gwother"), streams.shard_events_stream("0", "gwother")):
+            publish(r, other, [Accepted("CLIENT01", "x-other", "O", "ACORN.LAB", 1, 10_000, 1, 0, "E", 1)],
+                    1000)
         got1 = one.expect("8", lambda m: m.get(11) == "x1")
         got2 = two.expect("8", lambda m: m.get(11) == "x2")
         assert (got1[55], got1[44], got1[38], got1[59]) == ("BIRCH.LAB", "25.00", "5", "1")
@@ -73,6 +76,7 @@ def test_events_reach_the_right_session_and_bad_entries_are_dead_lettered() -> N
         # Dead-letters and acknowledgements go out with the events thread's next read.
         eventually(lambda: r.xlen(streams.DEADLETTER_STREAM) == 2)
         dead = r.xrange(streams.DEADLETTER_STREAM)
-        assert {f[b"stream"] for _id, f in dead} == {events.encode()}
-        eventually(lambda: r.xpending(events, streams.GATEWAY_GROUP)["pending"] == 0)
+        assert {f[b"stream"] for _id, f in dead} == {events.encode(), shard_events.encode()}
+        for stream in (events, shard_events):
+            eventually(lambda stream=stream: r.xpending(stream, streams.GATEWAY_GROUP)["pending"] == 0)
         r.close()

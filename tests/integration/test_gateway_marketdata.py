@@ -164,16 +164,16 @@ class Rebuilt:
 
 
 def matcher_books(redis_url: str) -> dict[str, Book]:
-    """The matcher's own books now: a fresh BookImage of each, read from the market stream."""
+    """The matcher's own books now: a fresh BookImage of each, read from shard 0's market stream."""
     r = redis.Redis.from_url(redis_url)
-    newest: Any = r.xrevrange(streams.MARKET_STREAM, count=1)
+    newest: Any = r.xrevrange(streams.shard_market_stream("0"), count=1)
     last = newest[0][0] if newest else b"0-0"
     publish(r, streams.orders_stream("0"), [ImageRequest("test", time.time_ns())], 100_000)
     books: dict[str, Book] = {}
     deadline = time.monotonic() + 10
     while len(books) < len(SYMBOLS):
         assert time.monotonic() < deadline, f"no BookImage of every book (have {sorted(books)})"
-        got: Any = r.xread({streams.MARKET_STREAM: last}, block=500)
+        got: Any = r.xread({streams.shard_market_stream("0"): last}, block=500)
         for _id, fields in got[0][1] if got else ():
             last = _id
             for msg in decode_batch(fields[streams.BATCH_FIELD]):

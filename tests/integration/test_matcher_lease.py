@@ -84,9 +84,10 @@ def test_a_second_matcher_for_the_shard_does_not_consume(redis_url: str) -> None
     worker.start()
     try:
         eventually(lambda: service.lease is not None and service.lease.attempts >= 3, what="waiting")
-        assert not r.exists(streams.events_stream("gw"))  # nothing consumed while another one owns it
+        events = streams.shard_events_stream("0", "gw")
+        assert not r.exists(events)  # nothing consumed while another one owns it
         r.delete(KEY)  # the other matcher stopped
-        eventually(lambda: r.exists(streams.events_stream("gw")), what="events once the lease is free")
+        eventually(lambda: r.exists(events), what="events once the lease is free")
         assert r.get(KEY) == b"this-host:2"
     finally:
         stop.set()

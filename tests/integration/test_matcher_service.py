@@ -50,6 +50,13 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = streams.orders_stream("0")
+MARKET = streams.shard_market_stream("0")
+DEADLETTERS = streams.shard_deadletter_stream("0")
+
+
+def events_of(gateway_id: str) -> str:
+    """Shard 0's events stream for a gateway."""
+    return streams.shard_events_stream("0", gateway_id)
 
 
 def env_for(url: str, **extra: str) -> dict[str, str]:
@@ -78,7 +85,7 @@ def expected(settings: MatcherSettings, cmds: list[Message]) -> tuple[dict[str, 
     out: dict[str, list[Message]] = {}
     result = engine.apply_batch(cmds)
     for (dest, _), msg in zip(result.events, result.messages(), strict=True):
-        out.setdefault(streams.MARKET_STREAM if dest is None else streams.events_stream(dest), []).append(msg)
+        out.setdefault(MARKET if dest is None else events_of(dest), []).append(msg)
     return out, engine
 
 
@@ -86,7 +93,7 @@ def assert_same_as_in_process(r: redis.Redis, settings: MatcherSettings, cmds: l
     want, engine = expected(settings, cmds)
     for stream, msgs in want.items():
         got = read_all(r, stream)
-        if stream == streams.MARKET_STREAM:
+        if stream == MARKET:
             assert [m for m in got if isinstance(m, Trade)] == [m for m in msgs if isinstance(m, Trade)]
             last_depth = {m.symbol: m for m in got if isinstance(m, Depth)}
             for symbol, depth in last_depth.items():
@@ -146,7 +153,7 @@ def test_orders_in_events_out(redis_url: str) -> None:
     assert_same_as_in_process(r, settings, cmds)
     assert r.xpending(ORDERS, streams.MATCHER_GROUP)["pending"] == 0
     # One entry per destination per batch: far fewer entries than events.
-    assert r.xlen(streams.events_stream("gw0")) < len(read_all(r, streams.events_stream("gw0"))) / 5
+    assert r.xlen(events_of("gw0")) < len(read_all(r, events_of("gw0"))) / 5
 
 
 def test_status_mass_cancel_and_market_data_through_redis_across_a_restart(redis_url: str) -> None:
@@ -165,7 +172,7 @@ def test_status_mass_cancel_and_market_data_through_redis_across_a_restart(redis
     ids += write(r, second, per_entry=1)
     with Running(settings) as service:  # the second part after a restart from the clean-stop snapshot
         eventually(lambda: applied(r) == ids[-1].decode(), timeout=30, what="second part applied")
-    events = read_all(r, streams.events_stream("gw0"))
+    events = read_all(r, events_of("gw0"))
     [status] = [m for m in events if isinstance(m, StatusReport)]
     assert (status.clordid, status.order_id, status.status, status.leaves_qty, status.req_id) == (
         "A-1", "0-1", 0, 5, "q1")
@@ -175,7 +182,7 @@ def test_status_mass_cancel_and_market_data_through_redis_across_a_restart(redis
     assert [(m.clordid, m.text) for m in cancels if isinstance(m, Cancelled)] == [
         ("A-1", "mass cancel"), ("A-2", "mass cancel"), ("A-3", "mass cancel")]
     # A subscriber from the image on, through the restart, holds exactly the books.
-    market = read_all(r, streams.MARKET_STREAM)
+    market = read_all(r, MARKET)
     start = next(k for k, m in enumerate(market) if isinstance(m, BookImage))
     assert any(isinstance(m, BookUpdate) for m in market[start:])
     mirror = Mirror()
@@ -199,7 +206,8 @@ def test_bad_entries_and_malformed_commands_go_to_dead_letters(redis_url: str) -
     with Running(settings):
         eventually(lambda: applied(r) == ids[-1].decode(), what="entries applied")
     assert_same_as_in_process(r, settings, good)
-    dead: Any = r.xrange(streams.DEADLETTER_STREAM)
+    assert not r.exists(streams.DEADLETTER_STREAM)  # the shard's own, in its slot
+    dead: Any = r.xrange(DEADLETTERS)
     reasons = sorted(fields_[b"reason"].decode() for _, fields_ in dead)
     assert len(reasons) == 3
     assert "NewOrder.price='99.9' is not an integer" in reasons
@@ -401,6 +409,6 @@ def test_kill_9_mid_stream_loses_and_duplicates_nothing(redis_url: str,
     all_cmds: list[Message] = [m for e in entries for m in e]
     assert_same_as_in_process(r, settings, all_cmds)
     assert r.xlen(ORDERS) < len(writes)  # snapshots trimmed the stream
-    events = [m for gw in ("gw0", "gw1") for m in read_all(r, streams.events_stream(gw))]
+    events = [m for gw in ("gw0", "gw1") for m in read_all(r, events_of(gw))]
     exec_ids = [m.exec_id for m in events if hasattr(m, "exec_id")]
     assert len(exec_ids) == len(set(exec_ids)) > 5000

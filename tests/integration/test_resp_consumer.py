@@ -1,4 +1,5 @@
-"""LeanStreamConsumer against a real redis-server: the bus's guarantees, commit and next read in one write.
+"""LeanStreamConsumer (and LeanMultiStreamConsumer, the same on several streams) against a real
+redis-server: the bus's guarantees, commit and next read in one write.
 
 A tap on the TCP path cuts the consumer's connection at the worst moments (a transaction sent but
 not run; run but its reply lost, with entries claimed by the read that went with it), so the retry
@@ -19,7 +20,7 @@ import pytest
 import redis
 
 from shared import bus, streams
-from shared.bus import Effects, LeanStreamConsumer
+from shared.bus import Effects, LeanMultiStreamConsumer, LeanStreamConsumer
 from shared.redis_server import RedisServer
 from shared.resp import RespConnection
 from shared.schema import SessionEnded, Trade, decode_batch
@@ -44,7 +45,7 @@ def published(r: redis.Redis, stream: str = "out") -> list[int]:
 class Loop:
     """A consumer's run() on a thread; the handler republishes each trade's qty to "out"."""
 
-    def __init__(self, consumer: LeanStreamConsumer) -> None:
+    def __init__(self, consumer: LeanStreamConsumer | LeanMultiStreamConsumer) -> None:
         self.consumer = consumer
         self.seen: list[int] = []
         self.stop = threading.Event()
@@ -272,3 +273,70 @@ def test_a_commit_cut_off_is_published_exactly_once(redis_url: str, tap: Tap, mo
     assert tap.cuts == 1
     assert loop.seen == [1, 2, 3, 4, 5, 6]  # a retried commit does not handle its batch again
     assert published(r) == [1, 2, 3, 4, 5, 6]
+
+
+# --------------------------------------------------------------------------- several streams
+
+def multi_for(url: str, names: list[str], **kw: Any) -> LeanMultiStreamConsumer:
+    return LeanMultiStreamConsumer(bus.connect(url), RespConnection(url), names, "g", "c1", **kw)
+
+
+def test_several_streams_each_in_order_each_with_its_applied_id(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    for n in range(1, 4):
+        bus.publish(r, "in:a", [_trade(n)], 1000)
+    crashed = LeanStreamConsumer(r, RespConnection(redis_url), "in:a", "g", "c1", count=2)
+    crashed.ensure()
+    assert len(crashed.read()) == 2  # 1 and 2 claimed, never acknowledged: pending for c1
+    crashed.conn.close()
+    r.xadd("in:b", {streams.BATCH_FIELD: b"\xc1garbage"})
+    with Loop(multi_for(redis_url, ["in:a", "in:b"], count=3, block_ms=50)) as loop:
+        for n in range(4, 21):
+            bus.publish(r, "in:a", [_trade(n)], 1000)
+            bus.publish(r, "in:b", [_trade(100 + n)], 1000)
+        eventually(lambda: len(loop.seen) == 37, what="every entry of both streams")
+        for stream in ("in:a", "in:b"):
+            last: Any = r.xrevrange(stream, count=1)
+            eventually(lambda last=last, stream=stream: r.get(streams.applied_key(stream, "g")) == last[0][0],
+                       what=f"{stream}'s own applied id")
+            assert r.xpending(stream, "g")["pending"] == 0
+    assert [q for q in loop.seen if q < 100] == list(range(1, 21))  # the pending ones first, in order
+    assert [q for q in loop.seen if q > 100] == list(range(104, 121))
+    assert sorted(published(r)) == sorted(loop.seen)
+    assert loop.consumer.consumed == 37 and loop.consumer.deadlettered == 1
+    (dead,) = [f for _, f in r.xrange(streams.DEADLETTER_STREAM)]
+    assert dead[b"stream"] == b"in:b"
+
+
+def test_several_streams_a_lost_group_is_created_again(redis_url: str) -> None:
+    r = bus.connect(redis_url)
+    with Loop(multi_for(redis_url, ["in:a", "in:b"], block_ms=50)) as loop:
+        bus.publish(r, "in:b", [_trade(1)], 1000)
+        eventually(lambda: loop.seen == [1], what="first entry")
+        r.xgroup_destroy("in:a", "g")
+        bus.publish(r, "in:a", [_trade(2)], 1000)
+        eventually(lambda: loop.seen[-1:] == [2], what="an entry after the group came back")
+    assert r.xpending("in:a", "g")["pending"] == r.xpending("in:b", "g")["pending"] == 0
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+def test_several_streams_commits_cut_off_are_published_exactly_once(redis_url: str, tap: Tap,
+                                                                    mode: str) -> None:
+    r = bus.connect(redis_url)
+    consumer = LeanMultiStreamConsumer(r, RespConnection(tap.url, timeout_s=2), ["in:a", "in:b"], "g", "c1",
+                                       count=1, block_ms=50)
+    bus.publish(r, "in:a", [_trade(1)], 1000)
+    with Loop(consumer) as loop:
+        eventually(lambda: loop.seen == [1], what="the first entry")
+        tap.cut(mode)  # both streams' commits go out in the write that is cut
+        pipe = r.pipeline(transaction=True)
+        for stream, n in (("in:a", 2), ("in:b", 3), ("in:a", 4), ("in:b", 5)):
+            bus.publish(pipe, stream, [_trade(n)], 1000)
+        pipe.execute()
+        eventually(lambda: sorted(published(r)) == [1, 2, 3, 4, 5], what="every trade published once")
+        for stream in ("in:a", "in:b"):
+            eventually(lambda stream=stream: r.xpending(stream, "g")["pending"] == 0,
+                       what=f"{stream} acknowledged")
+    assert tap.cuts == 1
+    assert sorted(loop.seen) == [1, 2, 3, 4, 5]  # a retried commit does not handle its batch again
+    assert [q for q in loop.seen if q % 2 == 0] == [2, 4] and [q for q in loop.seen if q in (3, 5)] == [3, 5]

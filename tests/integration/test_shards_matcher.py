@@ -143,12 +143,16 @@ def test_two_shards_each_own_one_book(redis_url: str, matchers: dict[str, subpro
         # Shard b: one BIRCH order that rests.
         bus.publish(r, orders_b, [_order("S3", "b1", "BIRCH.LAB", BUY, 2500, 4, 1)], 1000)
 
-        events_stream = streams.events_stream(GW)
-        eventually(lambda: len(_events(r, events_stream)) >= 6, timeout=20, what="the shards' events")
-        events = _events(r, events_stream)
+        # Each shard answers the gateway on its own events stream, in its own slot.
+        events_a, events_b = streams.shard_events_stream("a", GW), streams.shard_events_stream("b", GW)
+        eventually(lambda: len(_events(r, events_a)) + len(_events(r, events_b)) >= 6, timeout=20,
+                   what="the shards' events")
+        events = _events(r, events_a) + _events(r, events_b)
         by_id = {(type(e).__name__, e.clordid) for e in events if hasattr(e, "clordid")}
         assert {("Accepted", "a1"), ("Accepted", "a2"), ("Filled", "a1"), ("Filled", "a2"),
                 ("Accepted", "b1")} <= by_id
+        assert {e.clordid for e in _events(r, events_b) if hasattr(e, "clordid")} == {"b1"}
+        assert not r.exists(streams.events_stream(GW))  # the gateway's own: its intake's refusals only
         fills = [e for e in events if isinstance(e, Filled)]
         assert len({f.match_id for f in fills}) == 1 and {f.last_qty for f in fills} == {3}
         (wrong,) = [e for e in events if isinstance(e, Rejected)]
@@ -156,9 +160,10 @@ def test_two_shards_each_own_one_book(redis_url: str, matchers: dict[str, subpro
         assert (wrong.clordid, wrong.reason) == ("wrong", REJ_UNKNOWN_SYMBOL)
         assert not any(isinstance(e, Accepted) and e.clordid == "wrong" for e in events)
 
-        # Each shard's market data names only its own instrument... and both reach the one market stream.
-        depth = [m for m in _events(r, streams.MARKET_STREAM) if isinstance(m, Depth)]
-        assert {d.symbol for d in depth} == {"ACORN.LAB", "BIRCH.LAB"}
+        # Each shard's market data names only its own instrument, on its own market stream.
+        for shard, symbol in (("a", "ACORN.LAB"), ("b", "BIRCH.LAB")):
+            depth = [m for m in _events(r, streams.shard_market_stream(shard)) if isinstance(m, Depth)]
+            assert {d.symbol for d in depth} == {symbol}
 
         # Each orders stream is read by its own shard's consumer only (the inspector's view).
         groups = {s["stream"]: s["groups"] for s in inspect.list_streams(r)}

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = streams.orders_stream("a")
-EVENTS = streams.events_stream("gw1")
+EVENTS = streams.shard_events_stream("a", "gw1")  # what shard a answers gateway gw1
 
 
 def _order(i: int) -> NewOrder:

@@ -38,7 +38,9 @@ def r(redis_url: str) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def web(redis_url: str) -> Iterator[WebProcess]:
-    with web_process(redis_url, env={"FIXLAB_LAB_START_TIMEOUT": "30", "FIXLAB_PAGES_TOTAL": "3"}) as w:
+    # Two matcher shards: the market feed follows both shards' market streams.
+    with web_process(redis_url, env={"FIXLAB_LAB_START_TIMEOUT": "30", "FIXLAB_PAGES_TOTAL": "3",
+                                     "FIXLAB_SHARDS": "BIRCH.LAB:b"}) as w:
         yield w
 
 
@@ -79,7 +81,8 @@ def logged_on(c: Client, r: redis.Redis, comp_id: str = "LAB001") -> str:
 
 
 def test_hello_and_market_snapshot_then_live(web: WebProcess, r: redis.Redis) -> None:
-    publish(r, streams.MARKET_STREAM, [Depth("ACORN.LAB", ((9990, 10, 2),), ((10010, 4, 1),), 1)], 1000)
+    publish(r, streams.shard_market_stream("0"), [Depth("ACORN.LAB", ((9990, 10, 2),), ((10010, 4, 1),), 1)],
+            1000)
     c = Client(web.ws_url)
     try:
         hello = c.wait("hello")
@@ -88,7 +91,7 @@ def test_hello_and_market_snapshot_then_live(web: WebProcess, r: redis.Redis) ->
         # The feed may have started before or after the entry: either way the page gets the book.
         d = c.wait("depth", lambda m: m["symbol"] == "ACORN.LAB")
         assert d["bids"] == [["99.90", 10, 2]] and d["asks"] == [["100.10", 4, 1]]
-        publish(r, streams.MARKET_STREAM, [Trade("BIRCH.LAB", 2501, 3, "M1", 2, 5)], 1000)
+        publish(r, streams.shard_market_stream("b"), [Trade("BIRCH.LAB", 2501, 3, "M1", 2, 5)], 1000)
         t = c.wait("trade")
         assert (t["symbol"], t["price"], t["qty"], t["aggressor"]) == ("BIRCH.LAB", "25.01", 3, "sell")
     finally:
@@ -217,7 +220,7 @@ def test_a_page_that_cannot_keep_up_is_dropped_not_the_server(redis_url: str, r:
         slow = Client(w.ws_url)  # never reads
         big = tuple((10000 + i, 1, 1) for i in range(400))
         for i in range(300):
-            publish(r, streams.MARKET_STREAM, [Depth("ACORN.LAB", big, big, i)], 100_000)
+            publish(r, streams.shard_market_stream("0"), [Depth("ACORN.LAB", big, big, i)], 100_000)
         status = eventually(lambda: _status(w)["web"].get("pages_dropped", 0) >= 1 and _status(w),
                             timeout=30, what="the slow page dropped")
         assert status["web"]["pages"] == 0

@@ -146,7 +146,7 @@ def test_status_view_counts_the_stack(lab: Lab) -> None:
     s = eventually(lambda: (st := status())["fix_sessions"] >= 2 and st, timeout=20, what="bots logged on")
     services = {i["service"] for i in s["instances"]}
     assert {"matcher", "gateway", "web", "bots"} <= services
-    assert any(x["stream"] == streams.MARKET_STREAM for x in s["streams"])
+    assert any(x["stream"] == streams.shard_market_stream("0") for x in s["streams"])
     assert isinstance(s["orders_per_s"], float) and s["pending"] >= 0
 
 
