@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import redis
 
-from services.gateway.inbound import Inbound, Refusal
+from services.gateway.inbound import Inbound, Refusal, Translated
 from services.gateway.resp import RespConnection
 from shared import streams
 from shared.config import Instrument
@@ -70,7 +70,11 @@ class Publisher:
             if isinstance(first, str):
                 try:
                     fields = split_fields(first)
-                    cmd = command(fields.get("35", ""), fields, record[1])  # type: ignore[arg-type]
+                    cmd: Translated | Refusal
+                    if not first.isascii() and not _is_utf8(first):
+                        cmd = self._not_utf8(fields, record[1])  # type: ignore[arg-type]
+                    else:
+                        cmd = command(fields.get("35", ""), fields, record[1])  # type: ignore[arg-type]
                 except Exception:
                     self.errors += 1
                     log.exception("cannot translate %r", first[:200])
@@ -139,6 +143,25 @@ class Publisher:
         self.entries += len(entries)
         return True
 
+    def _not_utf8(self, fields: dict[str, str], ts: int) -> Refusal:
+        """The refusal of a message holding bytes that are not UTF-8 (the acceptor hands them over as
+        lone surrogates): no command can carry them onto the bus, and one that tried would fail every
+        retry of its batch, stalling the intake for every client. The echo replaces them (U+FFFD)."""
+        bad = next(tag for tag, value in fields.items() if not _is_utf8(value))
+        shown = {tag: value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                 for tag, value in fields.items()}
+        return self.inbound.refusal(shown.get("35", ""), shown, f"tag {bad} is not UTF-8 text", ts)
+
     def forget(self) -> None:
         """Drop the batch a failed ``publish`` kept for its retry (it goes another way)."""
         self._pending = None
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: False when it holds lone surrogates, i.e. bytes that were
+    not UTF-8 decoded with surrogateescape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

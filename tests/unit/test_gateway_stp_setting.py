@@ -21,8 +21,11 @@ from shared.schema import (
     STP_CANCEL_BOTH,
     STP_OFF,
     NewOrder,
+    Refused,
     StpSetting,
     decode_wire_batch,
+    encode_wire_batch,
+    from_wire,
 )
 
 ACORN = Instrument("ACORN.LAB", 10_000, Decimal("0.01"))
@@ -73,3 +76,23 @@ def test_the_engine_threads_inbound_changes_by_a_new_mapping() -> None:
     inbound.set_stp("LAB03", STP_OFF)
     order = inbound.command("D", split_fields(nos("LAB03", "y").decode()), 6)
     assert isinstance(order, NewOrder) and order.stp == STP_OFF
+
+
+def test_bytes_that_are_not_utf8_are_refused_and_the_orders_after_them_still_go(loop: IntakeLoop) -> None:
+    """A fuzzed ClOrdID of raw bytes (0xff 0xfe): no command can carry it onto the bus. It once made
+    every retry of its batch fail, stalling the intake for every client behind it."""
+    body = (b"35=D\x0149=CLIENT02\x0156=FIXLAB\x0134=2\x0111=\xff\xfe\x0155=ACORN.LAB\x0154=1\x0138=1"
+            b"\x0140=2\x0144=100.00\x01")
+    head = b"8=FIX.4.4\x019=%d\x01" % len(body) + body
+    bad = head + b"10=%03d\x01" % (sum(head) % 256)
+    stream = fix_record(nos("CLIENT01", "a")) + fix_record(bad) + fix_record(nos("CLIENT01", "b"))
+    assert loop.take_records(stream) == b""
+    grouped, count = loop.publisher.group([rec for _n, rec in loop.backlog if rec is not None])
+    assert count == 2 and loop.publisher.refused == 1  # the two orders; the refusal is an event
+    published = [m for entries in grouped.values() for m in entries]
+    decoded = [from_wire(m) for m in decode_wire_batch(encode_wire_batch(published))]  # nothing unpackable
+    assert [m.clordid for m in decoded if isinstance(m, NewOrder)] == ["a", "b"]
+    (refused,) = [m for m in decoded if not isinstance(m, NewOrder)]
+    assert isinstance(refused, Refused) and refused.session == "CLIENT02"
+    assert "tag 11 is not UTF-8" in refused.body
+    assert split_fields(refused.body)["11"] == "\ufffd\ufffd" and split_fields(refused.body)["39"] == "8"
