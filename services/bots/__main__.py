@@ -15,7 +15,7 @@ import quickfix as fix
 
 from services.bots.config import bot_settings, session_settings
 from services.bots.quoter import Bots
-from shared import logs
+from shared import gcpolicy, logs
 from shared.bus import connect
 from shared.config import ConfigError
 from shared.health import HealthReporter
@@ -28,6 +28,7 @@ def main() -> int:
     logs.setup("bots")
     try:
         s = bot_settings()
+        gc_policy = gcpolicy.policy()
     except ConfigError as exc:
         print(f"bots: {exc}", file=sys.stderr)
         return 2
@@ -41,6 +42,7 @@ def main() -> int:
     initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), session_settings(s))
     reporter = HealthReporter(connect(s.common.redis_url), "bots", str(os.getpid()), app.health).start()
     initiator.start()
+    gcpolicy.apply(gc_policy)
     log.info("%d bots connecting to 127.0.0.1:%d", s.bots, s.fix_port)
     try:
         app.work(stop)
