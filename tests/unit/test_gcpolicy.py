@@ -32,9 +32,9 @@ def _after(choice: str) -> tuple[tuple[int, int, int], int]:
     return tuple(thresholds), frozen
 
 
-def test_tuned_freezes_what_start_up_built_and_raises_the_young_threshold() -> None:
+def test_tuned_freezes_what_start_up_built_and_keeps_the_thresholds() -> None:
     thresholds, frozen = _after(gcpolicy.TUNED)
-    assert thresholds == gcpolicy.TUNED_THRESHOLDS
+    assert thresholds == (700, 10, 10)
     assert frozen >= 1000  # at least the lists built before apply
 
 
