@@ -76,7 +76,8 @@ def gateway_instances(env: Mapping[str, str]) -> list[tuple[str, dict[str, str]]
     base = env_int(env, FIX_PORT_ENV, DEFAULT_FIX_PORT, lo=1, hi=65536 - count)
     out = []
     for k in range(1, count + 1):
-        own = {GATEWAY_ID_ENV: f"gw{k}", GATEWAY_INDEX_ENV: str(k), FIX_PORT_ENV: str(gateway_fix_port(base, k))}
+        own = {GATEWAY_ID_ENV: f"gw{k}", GATEWAY_INDEX_ENV: str(k),
+               FIX_PORT_ENV: str(gateway_fix_port(base, k))}
         if k > 1:
             # A user's own sessions file names CompIDs of its own: one gateway (the first) owns them.
             own[SESSIONS_FILE_ENV] = ""

@@ -77,7 +77,8 @@ def session_settings(s: BotSettings) -> fix.SessionSettings:
     for comp in s.comp_ids:
         host, port = s.address(comp)
         lines += ["[SESSION]", f"BeginString={BEGIN_STRING}", f"SenderCompID={comp}",
-                  f"TargetCompID={EXCHANGE_COMP_ID}", f"SocketConnectHost={host}", f"SocketConnectPort={port}"]
+                  f"TargetCompID={EXCHANGE_COMP_ID}", f"SocketConnectHost={host}",
+                  f"SocketConnectPort={port}"]
     out = fix.SessionSettings()
     out.setFromString("\n".join(lines) + "\n")
     return out

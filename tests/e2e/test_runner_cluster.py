@@ -29,7 +29,10 @@ if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on ``port``: a server could bind it again (with SO_REUSEADDR, as redis-server
+    and QuickFIX do; connections of the run may linger in TIME_WAIT)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -48,7 +51,7 @@ def _cluster_info(port: int) -> dict[str, str]:
 
 def _redis_pids(ports: list[int]) -> list[int]:
     out = []
-    for pid in (int(p) for p in Path("/proc").iterdir() if p.name.isdigit()):
+    for pid in (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()):
         try:
             title = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
@@ -63,8 +66,8 @@ def test_the_cluster_runner_starts_the_cluster_and_the_stack_and_stops_it_all(tm
     run_dir = tmp_path / "run"
     env = {"FIXLAB_RUN_DIR": str(run_dir), "FIXLAB_WEB_PORT": str(web_port), "FIXLAB_FIX_PORT": str(fix_port)}
     with runner(env, "--cluster") as run:
-        started = run.wait_line(r"run +\| started a private Redis Cluster: 3 masters on (.*) \(data in (.*)\)",
-                                timeout=60)
+        started = run.wait_line(
+            r"run +\| started a private Redis Cluster: 3 masters on (.*) \(data in (.*)\)", timeout=60)
         ports = [int(a.rsplit(":", 1)[1]) for a in started.group(1).split(", ")]
         assert len(ports) == 3 and Path(started.group(2)) == run_dir / "cluster"
         run.wait_line(rf"the lab page: http://127\.0\.0\.1:{web_port}/")

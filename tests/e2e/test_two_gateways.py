@@ -58,7 +58,7 @@ def events_by_session(r: redis.Redis, gateway_id: str) -> dict[str, list[str]]:
     """The matcher's events on ``gateway_id``'s events stream: session -> event types."""
     out: dict[str, list[str]] = {}
     for _id, fields in r.xrange(streams.shard_events_stream("0", gateway_id)):
-        for msg in decode_batch(fields[streams.BATCH_FIELD.encode()]):
+        for msg in decode_batch(fields[streams.BATCH_FIELD]):
             session = getattr(msg, "session", None)
             if session is not None:
                 out.setdefault(session, []).append(type(msg).__name__)
@@ -70,7 +70,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runner, int,
     fix_port, web_port = two_free_ports(), free_port()
     env = {"FIXLAB_RUN_DIR": str(tmp_path_factory.mktemp("run")), "FIXLAB_WEB_PORT": str(web_port),
            "FIXLAB_FIX_PORT": str(fix_port), "FIXLAB_GATEWAYS": "2", "FIXLAB_BOTS": "2",
-           "FIXLAB_LAB_HEARTBEAT_S": "2", "FIXLAB_ORDER_BURST": "50"}
+           "FIXLAB_LAB_HEARTBEAT_S": "2", "FIXLAB_ORDER_BURST": "50", "FIXLAB_PAGES_PER_ADDRESS": "8"}
     with runner(env) as run:
         run.wait_line(r"the lab page: http://127\.0\.0\.1:", timeout=90)
         for k, id_ in ((1, "gw1"), (2, "gw2")):
@@ -108,7 +108,8 @@ def test_stock_clients_on_two_gateways_trade_and_each_gets_only_its_own_reports(
             seller.client.wait("8", lambda m: m.get(11) == "s1" and m.get(150) == "0")
             buyer.send("D", nos("b1", 1, 5, PRICE))
             for client, clordid in ((seller.client, "s1"), (buyer.client, "b1")):
-                fill = client.wait("8", lambda m, c=clordid: m.get(11) == c and m.get(150) == "F", timeout=20)
+                fill = client.wait("8", lambda m, c=clordid: m.get(11) == c and m.get(150) == "F",
+                                   timeout_s=20)
                 assert (fill[31], fill[32], fill[39]) == (PRICE, "5", "2")
             reports = {c.comp: [(m[11], m[150]) for m in c.client.received if m.get(35) == "8"]
                        for c in (seller, buyer)}

@@ -86,7 +86,8 @@ def test_the_runner_starts_one_gateway_service_per_gateway() -> None:
     specs = stack_specs(python="py", env=env, only_present=False)
     gateways = [(s.name, s.env, s.tier) for s in specs if s.argv[-1] == "services.gateway"]
     assert gateways == [
-        ("gateway-1", {"FIXLAB_GATEWAY_ID": "gw1", "FIXLAB_GATEWAY_INDEX": "1", "FIXLAB_FIX_PORT": "7000"}, 1),
+        ("gateway-1", {"FIXLAB_GATEWAY_ID": "gw1", "FIXLAB_GATEWAY_INDEX": "1",
+                       "FIXLAB_FIX_PORT": "7000"}, 1),
         ("gateway-2", {"FIXLAB_GATEWAY_ID": "gw2", "FIXLAB_GATEWAY_INDEX": "2", "FIXLAB_FIX_PORT": "7001",
                        "FIXLAB_FIX_SESSIONS_FILE": ""}, 1),
     ]
