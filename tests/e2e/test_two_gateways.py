@@ -10,6 +10,8 @@ which are on both gateways too.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -153,3 +155,29 @@ def test_lab_sessions_from_the_web_spread_over_both_gateways_and_trade(two: tupl
     finally:
         for page in pages:
             page.close()
+
+
+def test_a_restarted_gateway_sweeps_only_its_own_sessions(two: tuple[Runner, int, int],
+                                                          tmp_path: Path) -> None:
+    run, fix_port, _ = two
+    url = run.wait_line(r"private redis-server on (redis://\S+)").group(1)
+    r = redis.Redis.from_url(url)
+    try:
+        with stock_sessions(tmp_path, fix_port, ["CLIENT02"]) as (mine,), \
+                stock_sessions(tmp_path, fix_port + 1, ["CLIENT11"]) as (theirs,):
+            for session, clordid in ((mine, "keep"), (theirs, "swept")):
+                session.send("D", nos(clordid, 1, 1, "90.00"))  # below every ask: it rests
+                session.client.wait("8", lambda m, c=clordid: m.get(11) == c and m.get(150) == "0")
+            ready = len([x for x in run.lines if "gateway gw2 ready on port" in x])
+            # Gateway 2 dies without a word; the runner starts it again and it ends what its previous
+            # life left open: its own range's sessions, CLIENT11 among them, and nothing of gateway 1's.
+            os.kill(run.started_pids()["gateway-2"][-1], signal.SIGKILL)
+            eventually(lambda: len([x for x in run.lines if "gateway gw2 ready on port" in x]) > ready,
+                       timeout=60, what="gateway 2 restarted")
+            eventually(lambda: "Cancelled" in events_by_session(r, "gw2").get("CLIENT11", []), timeout=30,
+                       what="CLIENT11's order cancelled by gateway 2's sweep")
+            # The sweep's SessionEnded went in CompID order: CLIENT02's, had it been swept, came first.
+            assert "Cancelled" not in events_by_session(r, "gw1")["CLIENT02"]
+            assert mine.client.find("8", lambda m: m.get(150) == "4") is None
+    finally:
+        r.close()
