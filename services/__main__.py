@@ -59,14 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         # contradict (the lab keeps nothing across runs of the cluster either).
         shutil.rmtree(run_dir / "cluster", ignore_errors=True)
         try:
-            cluster = LocalCluster(run_dir / "cluster", masters=3, appendonly=True,
+            cluster = LocalCluster(run_dir / "cluster", masters=3, appendonly=True, appendfsync=fsync,
                                    die_with_parent=True).start()
         except ClusterError as exc:
             print(f"fixlab: {exc}", file=sys.stderr)
             return 1
         env["REDIS_URL"] = cluster.url
         print(f"run     | started a private Redis Cluster: 3 masters on "
-              f"{', '.join(n.address for n in cluster.nodes)} (data in {run_dir / 'cluster'})", flush=True)
+              f"{', '.join(n.address for n in cluster.nodes)} (data in {run_dir / 'cluster'}, AOF with "
+              f"appendfsync {fsync})", flush=True)
     elif not env.get("REDIS_URL"):
         server = RedisServer(run_dir / "redis", appendonly=True, die_with_parent=True,
                              appendfsync=fsync).start()

@@ -67,7 +67,8 @@ def test_the_cluster_runner_starts_the_cluster_and_the_stack_and_stops_it_all(tm
     env = {"FIXLAB_RUN_DIR": str(run_dir), "FIXLAB_WEB_PORT": str(web_port), "FIXLAB_FIX_PORT": str(fix_port)}
     with runner(env, "--cluster") as run:
         started = run.wait_line(
-            r"run +\| started a private Redis Cluster: 3 masters on (.*) \(data in (.*)\)", timeout=60)
+            r"run +\| started a private Redis Cluster: 3 masters on (.*) \(data in (.*), AOF with "
+            r"appendfsync always\)", timeout=60)
         ports = [int(a.rsplit(":", 1)[1]) for a in started.group(1).split(", ")]
         assert len(ports) == 3 and Path(started.group(2)) == run_dir / "cluster"
         run.wait_line(rf"the lab page: http://127\.0\.0\.1:{web_port}/")
@@ -82,13 +83,12 @@ def test_the_cluster_runner_starts_the_cluster_and_the_stack_and_stops_it_all(tm
             assert (info["cluster_state"], info["cluster_slots_assigned"], info["cluster_size"],
                     info["cluster_known_nodes"]) == ("ok", "16384", "3", "3")
             assert (run_dir / "cluster" / f"node-{port}" / "nodes.conf").is_file()
-        # Every service got the cluster: REDIS_URL names the three masters.
-        first = ports[0]
-        r = redis.Redis(host="127.0.0.1", port=first, socket_timeout=2)
-        try:
-            assert r.ping()
-        finally:
-            r.close()
+            r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+            try:  # make run's durability: an acknowledged order is on disk
+                got = r.config_get("append*")
+                assert (got["appendonly"], got["appendfsync"]) == ("yes", "always")
+            finally:
+                r.close()
         node_pids = _redis_pids(ports)
         assert len(node_pids) == 3
         pids = run.started_pids()
