@@ -50,6 +50,7 @@ test-fast: install
 
 bench: install
 	@$(BIN)/python -m services.bench.suite
+	@$(BIN)/python -m benchmarks.gcpolicy --out benchmarks/results/gcpolicy.json
 	@# Every adapter at 2,000 samples (QuickFIX's typed encode of a 10-level W takes ~1 ms an operation:
 	@# 50,000 samples of every adapter would take hours here), then the project's codec at 50,000.
 	@$(BIN)/python -m benchmarks.codec --samples 2000 --warmup 200

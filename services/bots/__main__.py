@@ -16,7 +16,7 @@ import quickfix as fix
 
 from services.bots.config import bot_settings, session_settings
 from services.bots.quoter import Bots
-from shared import logs
+from shared import gcpolicy, logs
 from shared.bus import connect
 from shared.config import ConfigError
 from shared.health import HealthReporter
@@ -29,6 +29,7 @@ def main() -> int:
     logs.setup("bots")
     try:
         s = bot_settings()
+        gc_policy = gcpolicy.policy()
     except ConfigError as exc:
         print(f"bots: {exc}", file=sys.stderr)
         return 2
@@ -42,6 +43,7 @@ def main() -> int:
     initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), session_settings(s))
     reporter = HealthReporter(connect(s.common.redis_url), "bots", str(os.getpid()), app.health).start()
     initiator.start()
+    gcpolicy.apply(gc_policy)
     log.info("%d bots connecting: %s", s.bots,
              ", ".join(f"{c} to {':'.join(map(str, s.address(c)))}" for c in s.comp_ids))
     try:

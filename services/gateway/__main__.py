@@ -9,7 +9,7 @@ import threading
 
 from services.gateway.config import gateway_settings
 from services.gateway.server import Gateway
-from shared import logs
+from shared import gcpolicy, logs
 from shared.bus import REDIS_ERRORS, connect, wait_for_redis
 from shared.config import ConfigError
 from shared.signals import stop_on_signals
@@ -21,6 +21,7 @@ def main() -> int:
     logs.setup("gateway")
     try:
         settings = gateway_settings()
+        gc_policy = gcpolicy.policy()
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 2
@@ -41,6 +42,7 @@ def main() -> int:
     except Exception as exc:  # e.g. the port is taken: one clear line, not a traceback
         print(f"gateway: cannot start the FIX acceptor on port {settings.fix_port}: {exc}", file=sys.stderr)
         return 1
+    gcpolicy.apply(gc_policy)
     ranges = (f" (gateway {settings.gateway_index} of {settings.gateways}: {settings.comp_ids.summary()})"
               if settings.gateways > 1 else "")
     print(f"gateway {settings.gateway_id} ready on port {settings.fix_port}{ranges}", flush=True)

@@ -46,7 +46,7 @@ from services.gateway.intake import Publisher
 from services.gateway.records import COMMAND, FIX, RecordError, split_records
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import load_sessions, stp_modes
-from shared import logs, streams
+from shared import gcpolicy, logs, streams
 from shared.config import ConfigError
 from shared.schema import SchemaError, as_wire, decode
 
@@ -254,11 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = gateway_settings()
+        gc_policy = gcpolicy.policy()
     except ConfigError as exc:
         print(f"gateway publisher: {exc}", file=sys.stderr)
         return 2
     loop = IntakeLoop(settings, args.run, args.first, sys.stdin.fileno(), sys.stdout.fileno(),
                       args.generation)
+    gcpolicy.apply(gc_policy)
     try:
         loop.run()
     except BrokenPipeError:

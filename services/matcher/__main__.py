@@ -9,7 +9,7 @@ import threading
 
 from services.matcher.config import load
 from services.matcher.service import MatcherService, RecoveryError
-from shared import logs
+from shared import gcpolicy, logs
 from shared.bus import REDIS_ERRORS
 from shared.config import ConfigError, redact_url
 from shared.signals import stop_on_signals
@@ -21,6 +21,7 @@ def main() -> int:
     logs.setup("matcher")
     try:
         settings = load()
+        gc_policy = gcpolicy.policy()
     except ConfigError as exc:
         print(f"matcher: {exc}", file=sys.stderr)
         return 2
@@ -30,7 +31,9 @@ def main() -> int:
     log.info("matcher shard %s starting: %s, instruments %s", settings.shard, settings.common,
              ", ".join(i.symbol + (" (pro-rata)" if i.pro_rata else "") for i in settings.instruments))
     try:
-        MatcherService(settings).run(stop)
+        service = MatcherService(settings)
+        gcpolicy.apply(gc_policy)
+        service.run(stop)
     except RecoveryError as exc:
         log.error("cannot recover: %s", exc)
         return 3
