@@ -107,3 +107,24 @@ def test_the_cluster_run_defaults_to_two_shards_and_two_gateways() -> None:
     assert cluster_defaults({"FIXLAB_SHARDS": "ACORN.LAB:x", "FIXLAB_GATEWAYS": "3"}) == {}
     names = [s.name for s in stack_specs(env=defaults, only_present=False)]
     assert names == ["matcher-a", "matcher-b", "gateway-1", "gateway-2", "web", "bots"]
+
+
+def test_each_bot_connects_to_the_gateway_of_its_compid() -> None:
+    import quickfix as fix
+
+    from services.bots.config import bot_settings, session_settings
+
+    env = {**ENV, "FIXLAB_GATEWAYS": "2", "FIXLAB_FIX_PORT": "9878", "FIXLAB_BOTS": "3",
+           "FIXLAB_GATEWAY_HOSTS": "gateway-1,gateway-2"}
+    s = bot_settings(env)
+    assert s.comp_ids == ("BOT01", "BOT05", "BOT02")
+    assert [s.address(c) for c in s.comp_ids] == [("gateway-1", 9878), ("gateway-2", 9879),
+                                                  ("gateway-1", 9878)]
+    settings = session_settings(s)
+    for comp in s.comp_ids:
+        d = settings.get(fix.SessionID("FIX.4.4", comp, "FIXLAB"))
+        assert (d.getString("SocketConnectHost"), int(d.getString("SocketConnectPort"))) == s.address(comp)
+    one = bot_settings({**ENV, "FIXLAB_FIX_PORT": "9878"})  # make run: both on the one gateway
+    assert [one.address(c) for c in one.comp_ids] == [("127.0.0.1", 9878), ("127.0.0.1", 9878)]
+    with pytest.raises(ConfigError):
+        bot_settings({**env, "FIXLAB_GATEWAY_HOSTS": "a,b,c"})
