@@ -6,12 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 APT := $(shell command -v apt-get 2>/dev/null)
 
-.PHONY: install system-deps browser run test test-fast bench chaos lint clean
+.PHONY: install system-deps browser run run-cluster test test-fast bench chaos lint clean
 
 system-deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-	  echo "make: installing redis-server (Debian package)"; \
-	  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
+	  echo "make: installing redis-server and redis-cli (Debian packages)"; \
+	  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null; }
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,6 +36,11 @@ browser:
 
 run: install
 	@$(BIN)/python -m services
+
+# The same stack on a private 3-master Redis Cluster (data in .run/cluster/), two matcher shards and
+# two gateways (deploy/SCALING.md): prints the page's address and each gateway's FIX address.
+run-cluster: install
+	@$(BIN)/python -m services --cluster
 
 test: install browser lint
 	@$(BIN)/python -m pytest

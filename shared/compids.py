@@ -2,9 +2,17 @@
 
 Every session is configured in the acceptor in advance, as a real exchange provisions its members'
 CompIDs. A user adds more in a QuickFIX settings file (see the gateway's README section).
+
+With several gateways (FIXLAB_GATEWAYS, deploy/SCALING.md section 3), each pool is cut into as many
+contiguous ranges, and gateway ``k`` (1-based) accepts the ``k``-th range of every pool: a CompID
+belongs to exactly one gateway, so its sequence numbers, its reports and the sweep of what a
+previous run left resting have one owner. With one gateway its range is the whole pool.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 EXCHANGE_COMP_ID = "FIXLAB"
 BEGIN_STRING = "FIX.4.4"
@@ -13,3 +21,62 @@ CLIENT_COMP_IDS = tuple(f"CLIENT{n:02d}" for n in range(1, 17))  # people's own 
 BENCH_COMP_IDS = tuple(f"BENCH{n:03d}" for n in range(1, 257))  # the bench
 BOT_COMP_IDS = tuple(f"BOT{n:02d}" for n in range(1, 9))  # liquidity bots of the lab page
 LAB_COMP_IDS = tuple(f"LAB{n:03d}" for n in range(1, 65))  # visitors' lab sessions, handed out in turn
+
+# Every gateway needs at least one CompID of the smallest pool (the bots').
+MAX_GATEWAYS = len(BOT_COMP_IDS)
+
+
+def part(pool: Sequence[str], index: int, count: int) -> tuple[str, ...]:
+    """The ``index``-th (1-based) of ``count`` contiguous, near-equal ranges of ``pool``."""
+    if not 1 <= index <= count <= len(pool):
+        raise ValueError(f"range {index} of {count} of a pool of {len(pool)}")
+    size, extra = divmod(len(pool), count)
+    start = (index - 1) * size + min(index - 1, extra)
+    return tuple(pool[start:start + size + (1 if index <= extra else 0)])
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayCompIds:
+    """The pooled CompIDs one gateway accepts."""
+
+    clients: tuple[str, ...]
+    bench: tuple[str, ...]
+    bots: tuple[str, ...]
+    labs: tuple[str, ...]
+
+    def __contains__(self, comp_id: object) -> bool:
+        return any(comp_id in pool for pool in (self.clients, self.bench, self.bots, self.labs))
+
+    def summary(self) -> str:
+        """``CLIENT01-08, BENCH001-128, BOT01-04, LAB001-032``."""
+        def span(pool: tuple[str, ...]) -> str:
+            first, last = pool[0], pool[-1]
+            digits = len(last) - len(last.rstrip("0123456789"))
+            return first if first == last else f"{first}-{last[-digits:]}"
+        return ", ".join(span(p) for p in (self.clients, self.bench, self.bots, self.labs))
+
+
+def gateway_comp_ids(index: int = 1, count: int = 1) -> GatewayCompIds:
+    """What gateway ``index`` of ``count`` accepts; gateway 1 of 1 accepts every pool whole."""
+    if not 1 <= count <= MAX_GATEWAYS:
+        raise ValueError(f"{count} gateways: 1 to {MAX_GATEWAYS}")
+    return GatewayCompIds(part(CLIENT_COMP_IDS, index, count), part(BENCH_COMP_IDS, index, count),
+                          part(BOT_COMP_IDS, index, count), part(LAB_COMP_IDS, index, count))
+
+
+def gateway_of(comp_id: str, count: int) -> int | None:
+    """Which gateway (1-based) of ``count`` accepts the pooled ``comp_id``; None if no pool holds it."""
+    for index in range(1, count + 1):
+        if comp_id in gateway_comp_ids(index, count):
+            return index
+    return None
+
+
+def bot_comp_ids(bots: int, count: int = 1) -> tuple[str, ...]:
+    """The CompIDs of ``bots`` liquidity bots, dealt to the gateways in turn (BOT01, BOT05, BOT02 ...
+    for two gateways), so every gateway carries a share of the quotes; one gateway: BOT01, BOT02 ..."""
+    ranges = [gateway_comp_ids(k, count).bots for k in range(1, count + 1)]
+    dealt = [pool[i] for i in range(max(map(len, ranges))) for pool in ranges if i < len(pool)]
+    if bots > len(dealt):
+        raise ValueError(f"{bots} bots: {len(dealt)} at most")
+    return tuple(dealt[:bots])

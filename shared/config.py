@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
+from shared.compids import MAX_GATEWAYS
+
 ENV_PREFIX = "FIXLAB_"
 
 
@@ -214,3 +216,13 @@ def common_settings(env: Mapping[str, str] | None = None) -> CommonSettings:
         instruments=parse_instruments(env),
         stream_maxlen=env_int(env, ENV_PREFIX + "STREAM_MAXLEN", 1_000_000, lo=1000),
     )
+
+
+def gateway_count(env: Mapping[str, str]) -> int:
+    """FIXLAB_GATEWAYS: how many gateways share the CompID pools (shared.compids), 1 by default."""
+    return env_int(env, ENV_PREFIX + "GATEWAYS", 1, lo=1, hi=MAX_GATEWAYS)
+
+
+def gateway_fix_port(base_port: int, index: int) -> int:
+    """Gateway ``index``'s (1-based) FIX port: FIXLAB_FIX_PORT for the first, the next ones after it."""
+    return base_port + index - 1

@@ -3,7 +3,8 @@
 Each instance runs a ``HealthReporter``: every ``interval_s`` it writes a hash at
 ``streams.health_key(service, instance)`` with its counters and a TTL of three intervals, so a dead
 instance disappears by itself. ``python -m shared.health SERVICE`` exits 0 when at least one
-instance of SERVICE reported recently (the compose healthcheck).
+instance of SERVICE reported recently, ``python -m shared.health SERVICE INSTANCE`` when that one
+did (the compose healthchecks; REDIS_URL may name a Redis Cluster's nodes).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import redis
 
-from shared import streams
+from shared import redis_cluster, streams
 from shared.bus import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
@@ -83,15 +84,18 @@ def instances(r: redis.Redis) -> list[dict[str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m shared.health SERVICE", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: python -m shared.health SERVICE [INSTANCE]", file=sys.stderr)
         return 2
     url = os.environ.get("REDIS_URL")
     if not url:
         print("REDIS_URL is not set", file=sys.stderr)
         return 2
     try:
-        live = [i for i in instances(redis.Redis.from_url(url, socket_timeout=2)) if i["service"] == argv[0]]
+        r: Any = redis_cluster.connect_any(url, timeout_s=2)
+        if len(argv) == 2:  # one key: on a cluster, the node of its slot answers
+            return 0 if r.exists(streams.health_key(argv[0], argv[1])) else 1
+        live = [i for i in instances(r) if i["service"] == argv[0]]
     except REDIS_ERRORS as exc:
         print(f"redis unavailable: {exc}", file=sys.stderr)
         return 1

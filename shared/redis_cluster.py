@@ -65,6 +65,7 @@ class LocalCluster:
     masters: int = 3
     replicas: int = 0
     appendonly: bool = False
+    appendfsync: str = "everysec"  # make run-cluster passes FIXLAB_REDIS_APPENDFSYNC (default always)
     die_with_parent: bool = False
     nodes: list[ClusterNode] = field(default_factory=list)
 
@@ -94,7 +95,7 @@ class LocalCluster:
             args = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node.workdir),
                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", "2000", "--save", "",
-                    "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec",
+                    "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", self.appendfsync,
                     "--protected-mode", "yes", "--daemonize", "no",
                     "--logfile", str(node.workdir / "redis.log")]
             lifeline_fn = lifeline.die_with_parent() if self.die_with_parent else None

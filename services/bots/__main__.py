@@ -1,6 +1,7 @@
 """``python -m services.bots``: liquidity bots, ordinary QuickFIX initiator sessions of the exchange.
 
-FIXLAB_BOTS sessions (BOT01.., default 2, 0 turns them off) connect to 127.0.0.1:FIXLAB_FIX_PORT and
+FIXLAB_BOTS sessions (BOT01.., default 2, 0 turns them off) connect to 127.0.0.1:FIXLAB_FIX_PORT (with
+FIXLAB_GATEWAYS=N, each to the gateway whose CompID range holds it: config.py) and
 quote a small ladder around each reference price (services.bots.quoter), so the books are never empty.
 """
 
@@ -43,7 +44,8 @@ def main() -> int:
     reporter = HealthReporter(connect(s.common.redis_url), "bots", str(os.getpid()), app.health).start()
     initiator.start()
     gcpolicy.apply(gc_policy)
-    log.info("%d bots connecting to 127.0.0.1:%d", s.bots, s.fix_port)
+    log.info("%d bots connecting: %s", s.bots,
+             ", ".join(f"{c} to {':'.join(map(str, s.address(c)))}" for c in s.comp_ids))
     try:
         app.work(stop)
     finally:

@@ -16,7 +16,6 @@ import quickfix as fix
 
 from services.bots.config import BotSettings
 from services.bots.ladder import Quote, ladder, levels_per_side, missing
-from shared.compids import BOT_COMP_IDS
 from shared.fix.codec import field_values
 
 log = logging.getLogger("bots")
@@ -47,7 +46,7 @@ class Bots(fix.Application):
     def __init__(self, s: BotSettings) -> None:
         super().__init__()
         self.s = s
-        self.bots = {comp: Bot(i, comp) for i, comp in enumerate(BOT_COMP_IDS[:s.bots])}
+        self.bots = {comp: Bot(i, comp) for i, comp in enumerate(s.comp_ids)}
         self.events: queue.Queue[tuple[str, str, dict[int, str]]] = queue.Queue(maxsize=100_000)
         self.levels = levels_per_side(len(s.common.instruments), s.max_open, s.levels)
         self.run_id = str(time.time_ns())[-10:]

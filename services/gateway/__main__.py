@@ -43,7 +43,9 @@ def main() -> int:
         print(f"gateway: cannot start the FIX acceptor on port {settings.fix_port}: {exc}", file=sys.stderr)
         return 1
     gcpolicy.apply(gc_policy)
-    print(f"gateway {settings.gateway_id} ready on port {settings.fix_port}", flush=True)
+    ranges = (f" (gateway {settings.gateway_index} of {settings.gateways}: {settings.comp_ids.summary()})"
+              if settings.gateways > 1 else "")
+    print(f"gateway {settings.gateway_id} ready on port {settings.fix_port}{ranges}", flush=True)
     while not stop.wait(1.0):
         pass
     gateway.stop()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.compids import GatewayCompIds, gateway_comp_ids
 from shared.config import (
     ENV_PREFIX,
     CommonSettings,
@@ -19,6 +20,7 @@ from shared.config import (
     env_opt_str,
     env_str,
     env_time,
+    gateway_count,
 )
 from shared.fix.dictionary import installed_dictionary
 
@@ -63,6 +65,15 @@ class GatewaySettings:
     # (stalled.py); 0 seconds: never.
     stall_s: float = 30.0
     stall_bytes: int = 65536
+    # Several gateways (deploy/SCALING.md section 3): this one accepts range ``gateway_index`` of
+    # ``gateways`` of every CompID pool (shared.compids); 1 of 1 is every pool whole.
+    gateways: int = 1
+    gateway_index: int = 1
+
+    @property
+    def comp_ids(self) -> GatewayCompIds:
+        """The pooled CompIDs this gateway accepts (its range of each pool)."""
+        return gateway_comp_ids(self.gateway_index, self.gateways)
 
     @property
     def dictionary_path(self) -> Path:
@@ -105,6 +116,10 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         # The TestRequest goes out at 1.2 x HeartBtInt and the engine closes the connection at 2.4 x.
         raise ConfigError(f"FIXLAB_SILENT_LOGOUT={silent_logout} must be below 1.2 (HeartBtInts after the "
                           "TestRequest; the engine disconnects 1.2 HeartBtInts after it), or 0 for off")
+    gateways = gateway_count(env)
+    gateway_index = env_int(env, ENV_PREFIX + "GATEWAY_INDEX", 1, lo=1)
+    if gateway_index > gateways:
+        raise ConfigError(f"FIXLAB_GATEWAY_INDEX={gateway_index} is above FIXLAB_GATEWAYS={gateways}")
     return GatewaySettings(
         common=common,
         gateway_id=gateway_id,
@@ -128,4 +143,6 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         md_max_trades=env_int(env, ENV_PREFIX + "MD_MAX_TRADES", 50, lo=1, hi=100_000),
         stall_s=env_float(env, ENV_PREFIX + "FIX_STALL_S", 30.0, lo=0.0),
         stall_bytes=env_int(env, ENV_PREFIX + "FIX_STALL_BYTES", 65536, lo=1),
+        gateways=gateways,
+        gateway_index=gateway_index,
     )

@@ -79,7 +79,7 @@ class IntakeLoop:
         self.report_s = settings.publisher_report_s
         # Exec ids of this process's refusals: distinct from the acceptor's and from an earlier publisher's.
         inbound = Inbound(common.instruments, settings.gateway_id, f"{run}-p{generation}",
-                          stp_modes(load_sessions(settings.sessions_file)))
+                          stp_modes(load_sessions(settings.sessions_file, settings.comp_ids)))
         self.done_key = streams.intake_done_key(settings.gateway_id, run)
         self.conn = RespConnection(common.redis_url)
         self.publisher = Publisher(self.conn, inbound, common.instruments, common.stream_maxlen,

@@ -77,7 +77,7 @@ class Gateway:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         common = settings.common
-        specs = load_sessions(settings.sessions_file)
+        specs = load_sessions(settings.sessions_file, settings.comp_ids)
         self.session_count = len(specs)
         base = settings.run_dir / "gateway" / settings.gateway_id
         base.mkdir(parents=True, exist_ok=True)
@@ -244,7 +244,7 @@ def start_labs(settings: GatewaySettings, set_stp: SetStp | None = None) -> LabM
     """Start the lab manager; a failure leaves the acceptor running without labs."""
     try:
         manager = LabManager(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port,
-                             set_stp=set_stp)
+                             set_stp=set_stp, comp_ids=settings.comp_ids.labs)
         manager.start()
     except Exception:
         log.exception("lab manager failed to start; the acceptor runs without labs")

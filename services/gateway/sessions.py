@@ -34,14 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.compids import (
-    BEGIN_STRING,
-    BENCH_COMP_IDS,
-    BOT_COMP_IDS,
-    CLIENT_COMP_IDS,
-    EXCHANGE_COMP_ID,
-    LAB_COMP_IDS,
-)
+from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID, GatewayCompIds, gateway_comp_ids
 from shared.config import ConfigError
 from shared.schema import STP_CANCEL_AGGRESSOR, STP_CANCEL_BOTH, STP_CANCEL_RESTING, STP_OFF
 
@@ -72,12 +65,14 @@ class SessionSpec:
     stp: int = STP_OFF  # self-trade prevention (shared.schema STP_*)
 
 
-def pool_sessions() -> list[SessionSpec]:
-    """The sessions every gateway accepts out of the box."""
-    out = [SessionSpec(c, options=dict(KEEP_SEQUENCES)) for c in CLIENT_COMP_IDS]
-    out += [SessionSpec(c, options=dict(RESET_ALWAYS)) for c in BENCH_COMP_IDS]
+def pool_sessions(comp_ids: GatewayCompIds | None = None) -> list[SessionSpec]:
+    """The sessions a gateway accepts out of the box: its range of every pool (by default, the
+    whole pools: the one gateway of ``make run``)."""
+    ids = comp_ids or gateway_comp_ids()
+    out = [SessionSpec(c, options=dict(KEEP_SEQUENCES)) for c in ids.clients]
+    out += [SessionSpec(c, options=dict(RESET_ALWAYS)) for c in ids.bench]
     # The bots and the lab's sessions validate with FIXLAB-FIX44.xml and show 880 on the page.
-    for pool in (BOT_COMP_IDS, LAB_COMP_IDS):
+    for pool in (ids.bots, ids.labs):
         out += [SessionSpec(c, options=dict(RESET_ALWAYS), trd_match_id=True) for c in pool]
     return out
 
@@ -170,9 +165,10 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
     return out
 
 
-def load_sessions(path: Path | None) -> list[SessionSpec]:
-    """The pools plus the sessions in ``path``; a client CompID may appear only once."""
-    specs = pool_sessions()
+def load_sessions(path: Path | None, comp_ids: GatewayCompIds | None = None) -> list[SessionSpec]:
+    """The pools (``comp_ids``: this gateway's ranges) plus the sessions in ``path``; a client
+    CompID may appear only once."""
+    specs = pool_sessions(comp_ids)
     if path is not None:
         try:
             text = path.read_text()

@@ -63,7 +63,8 @@ def execution_view(p: ParsedMessage, source: str) -> JSON | None:
 
 def state_view(s: LabState, now_ns: int, max_open: int) -> JSON:
     return {
-        "type": "state", "lab_id": s.lab_id, "comp_id": s.comp_id, "status": s.status,
+        "type": "state", "lab_id": s.lab_id, "comp_id": s.comp_id, "gateway_id": s.gateway_id,
+        "status": s.status,
         "next_sender_seq": s.next_sender_seq, "next_target_seq": s.next_target_seq,
         "exchange_next_sender_seq": s.exchange_next_sender_seq,
         "exchange_next_target_seq": s.exchange_next_target_seq,

@@ -19,13 +19,14 @@ import jsonschema
 import pytest
 import yaml
 
-from services.stack import DEPENDS_ON, SERVICE_MODULES, SHARD_ENV, stack_specs
+from services.stack import DEPENDS_ON, SERVICE_MODULES, SHARD_ENV, cluster_defaults, stack_specs
 from shared.config import DEFAULT_INSTRUMENTS, common_settings
 from shared.redis_server import DEFAULT_APPENDFSYNC
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SHARDS_OVERRIDE = ROOT / "deploy" / "compose.shards.yml"
+CLUSTER = ROOT / "deploy" / "compose.cluster.yml"  # a file of its own: `make run-cluster` in containers
 MODULE_OF = dict(SERVICE_MODULES)
 INFRA = {"redis"}  # not started by the runner: `make run` starts its own redis-server
 PUBLISHED = {"gateway": ("FIXLAB_FIX_PORT", 9878), "web": ("FIXLAB_WEB_PORT", 8000)}  # services/__main__.py
@@ -78,6 +79,11 @@ def load(*files: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return interpolate(doc, env or {})
 
 
+def is_redis(name: str) -> bool:
+    """Redis itself: `redis`, or the cluster's nodes and its create job (`redis-1`, ...)."""
+    return name in INFRA or name.startswith("redis-")
+
+
 def lab_services(doc: Mapping[str, Any]) -> dict[str, Any]:
     """What `docker compose up` starts: every service without a profile."""
     return {n: s for n, s in doc["services"].items() if not s.get("profiles")}
@@ -101,7 +107,7 @@ def _errors(schema: dict[str, Any], doc: Any) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
 
 
-@pytest.mark.parametrize("path", [COMPOSE, SHARDS_OVERRIDE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [COMPOSE, SHARDS_OVERRIDE, CLUSTER], ids=lambda p: p.name)
 def test_compose_files_follow_the_compose_specification(compose_schema: dict[str, Any], path: Path) -> None:
     assert _errors(compose_schema, yaml.safe_load(path.read_text())) == []
 
@@ -152,15 +158,18 @@ def test_the_shards_override_starts_what_make_run_starts_for_two_shards() -> Non
     assert runner_names[:2] == ["matcher-a", "matcher-b"]
 
 
-@pytest.mark.parametrize("files", [(COMPOSE,), (COMPOSE, SHARDS_OVERRIDE)], ids=["default", "shards"])
+@pytest.mark.parametrize("files", [(COMPOSE,), (COMPOSE, SHARDS_OVERRIDE), (CLUSTER,)],
+                         ids=["default", "shards", "cluster"])
 @pytest.mark.parametrize("env", [{}, {"FIXLAB_INSTRUMENTS": "OAK.LAB:10.00,BIRCH.LAB:25.00",
                                       "FIXLAB_SHARDS": "OAK.LAB:a,BIRCH.LAB:b", "FIXLAB_TICK": "0.05"}],
                          ids=["defaults", "from-the-shell"])
 def test_every_service_sees_one_market_and_valid_settings(files: tuple[Path, ...],
                                                          env: dict[str, str]) -> None:
     doc = load(*files, env=env)
-    apps = {n: s for n, s in doc["services"].items() if n not in INFRA}
-    common = {"FIXLAB_INSTRUMENTS", "FIXLAB_SHARDS", "FIXLAB_TICK", "FIXLAB_PRO_RATA", "REDIS_URL"}
+    apps = {n: s for n, s in doc["services"].items() if not is_redis(n)}
+    # FIXLAB_GATEWAYS too: the gateways cut the CompID pools by it, and the bots find theirs by it.
+    common = {"FIXLAB_INSTRUMENTS", "FIXLAB_SHARDS", "FIXLAB_TICK", "FIXLAB_PRO_RATA", "REDIS_URL",
+              "FIXLAB_GATEWAYS"}
     views = {n: {k: v for k, v in service_env(s).items() if k in common} for n, s in apps.items()}
     first = next(iter(views.values()))
     # One map for all: a gateway routing to a shard no matcher reads would lose orders.
@@ -194,9 +203,12 @@ def _source_of(module: str) -> Path | None:
     return None
 
 
-@pytest.mark.parametrize("name", ["matcher", "gateway", "web", "bots", "bench"])
-def test_every_variable_compose_sets_is_one_the_service_reads(name: str) -> None:
-    doc = load(COMPOSE, SHARDS_OVERRIDE)
+@pytest.mark.parametrize(("files", "name"), [
+    *(((COMPOSE, SHARDS_OVERRIDE), n) for n in ["matcher", "gateway", "web", "bots", "bench"]),
+    *(((CLUSTER,), n) for n in ["matcher-a", "matcher-b", "gateway-1", "gateway-2", "web", "bots"]),
+], ids=lambda v: v if isinstance(v, str) else "+".join(p.stem for p in v))
+def test_every_variable_compose_sets_is_one_the_service_reads(files: tuple[Path, ...], name: str) -> None:
+    doc = load(*files)
     module = doc["services"][name]["command"][2]
     source = _source_of(module)
     if source is None:
@@ -324,3 +336,72 @@ def test_every_app_service_runs_the_one_image_built_from_deploy() -> None:
         module = svc["command"][2]
         assert module in MODULE_OF.values() or module == "services.bench", name
     assert images == {("fixlab:local", "deploy/Dockerfile", "app")}
+
+
+# --------------------------------------------------------------------------- the cluster file
+
+def test_the_cluster_file_starts_what_make_run_cluster_starts() -> None:
+    doc = load(CLUSTER)
+    apps = {n: s for n, s in lab_services(doc).items() if not is_redis(n)}
+    specs = {s.name: s for s in stack_specs(python="python", env=cluster_defaults({}), only_present=False)}
+    assert set(apps) == set(specs)  # matcher-a, matcher-b, gateway-1, gateway-2, web, bots
+    for name, spec in specs.items():
+        assert tuple(apps[name]["command"]) == spec.argv, name
+        env = service_env(apps[name])
+        # Each instance gets the runner's own variables: shard, gateway id, CompID range, FIX port.
+        assert {k: env.get(k) for k in spec.env} == spec.env, name
+        assert env["FIXLAB_GATEWAYS"] == cluster_defaults({})["FIXLAB_GATEWAYS"]
+    # The published FIX ports are the gateways' own, and the bots are told where each gateway is.
+    for k in (1, 2):
+        gw = apps[f"gateway-{k}"]
+        port = service_env(gw)["FIXLAB_FIX_PORT"]
+        assert gw["ports"] == [f"127.0.0.1:{port}:{port}"]
+    bots = service_env(apps["bots"])
+    assert bots["FIXLAB_GATEWAY_HOSTS"] == "gateway-1,gateway-2"
+    assert bots["FIXLAB_FIX_PORT"] == service_env(apps["gateway-1"])["FIXLAB_FIX_PORT"]
+
+
+def test_the_cluster_file_runs_three_redis_nodes_joined_once_before_any_service() -> None:
+    doc = load(CLUSTER)
+    services = doc["services"]
+    nodes = sorted(n for n in services if re.fullmatch(r"redis-\d", n))
+    assert nodes == ["redis-1", "redis-2", "redis-3"]
+    url = service_env(services["web"])["REDIS_URL"]
+    assert url.split(",") == [f"redis://{n}:6379/0" for n in nodes]  # every node named
+    for n in nodes:
+        cmd = services[n]["command"]
+        opts = dict(zip(cmd[1::2], cmd[2::2], strict=True))
+        assert opts["--cluster-enabled"] == "yes" and opts["--appendonly"] == "yes"
+        assert opts["--appendfsync"] == DEFAULT_APPENDFSYNC
+        assert services[n]["networks"] == ["bus"] and not services[n].get("ports")
+    create = services["redis-cluster-create"]
+    assert create["restart"] == "no"
+    script = create["command"][-1]
+    assert "redis-cli --cluster create" in script and "--cluster-replicas 0" in script
+    assert set(create["depends_on"]) == set(nodes)
+    # Start order (and, reversed, the stop): create job, matchers, gateways, then web and bots.
+    needs = {"matcher-a": {"redis-cluster-create"}, "matcher-b": {"redis-cluster-create"},
+             "gateway-1": {"matcher-a", "matcher-b"}, "gateway-2": {"matcher-a", "matcher-b"},
+             "web": {"gateway-1", "gateway-2"}, "bots": {"gateway-1", "gateway-2"}}
+    for name, deps in needs.items():
+        assert deps <= set(services[name]["depends_on"]), name
+    assert services["matcher-a"]["depends_on"]["redis-cluster-create"] == {
+        "condition": "service_completed_successfully"}
+    tiers = {s.name: s.tier for s in stack_specs(env=cluster_defaults({}), only_present=False)}
+    for name, svc in services.items():
+        for dep in svc.get("depends_on", {}):
+            if dep in tiers and name in tiers:
+                assert tiers[dep] < tiers[name], (name, dep)
+    # Each matcher and gateway checks its own health report (shared.health SERVICE INSTANCE).
+    for name, key in (("matcher-a", "FIXLAB_MATCHER_SHARD"), ("matcher-b", "FIXLAB_MATCHER_SHARD"),
+                      ("gateway-1", "FIXLAB_GATEWAY_ID"), ("gateway-2", "FIXLAB_GATEWAY_ID")):
+        test = services[name]["healthcheck"]["test"]
+        assert test[0] == "CMD-SHELL" and f"python -m shared.health {name.split('-')[0]} \"${key}\"" \
+            == test[1], name
+    assert doc["networks"]["bus"]["internal"] is True
+    for name, svc in services.items():
+        if svc.get("ports"):
+            assert name in ("gateway-1", "gateway-2", "web"), name
+    for name, svc in services.items():
+        if not is_redis(name):
+            assert (CLUSTER.parent / svc["build"]["context"] / svc["build"]["dockerfile"]).is_file(), name

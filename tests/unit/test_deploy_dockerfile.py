@@ -165,11 +165,14 @@ def test_the_app_runs_as_a_non_root_user(parsed: list[Stage]) -> None:
 
 
 def test_compose_builds_a_stage_that_exists(parsed: list[Stage]) -> None:
-    for f in (ROOT / "docker-compose.yml", ROOT / "deploy" / "compose.shards.yml"):
+    # Paths are relative to the project folder: the first file's (the shards file overrides
+    # docker-compose.yml; the cluster file stands alone in deploy/).
+    for f, project in ((ROOT / "docker-compose.yml", ROOT), (ROOT / "deploy" / "compose.shards.yml", ROOT),
+                       (ROOT / "deploy" / "compose.cluster.yml", ROOT / "deploy")):
         for name, svc in yaml.safe_load(f.read_text())["services"].items():
             build = svc.get("build")
             if build:
-                assert (ROOT / build["context"] / build["dockerfile"]) == DOCKERFILE, name
+                assert (project / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE, name
                 assert build["target"] in {s.name for s in parsed}, name
 
 

@@ -49,4 +49,5 @@ def test_state_view_time_left_and_orders() -> None:
                  (LabOrder("c1", "ACORN.LAB", 1, "100", 10, 0, 10, "0"),), "", 1)
     v = state_view(s, 1_000_000_000, 20)
     assert v["expires_in_s"] == 60.0 and v["drop_armed"] is True
+    assert (v["comp_id"], v["gateway_id"]) == ("LAB001", "gw")  # the page shows which gateway
     assert v["orders"][0]["side"] == "buy" and v["orders"][0]["status"] == "New"

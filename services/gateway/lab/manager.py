@@ -14,7 +14,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from services.gateway.lab.claims import CompIdClaims
 from services.gateway.lab.orders import CommandError
@@ -25,6 +25,7 @@ from services.gateway.lab.tap import Tap, TapLoop
 from shared import streams
 from shared.bus import REDIS_ERRORS, Effects, Entry, StreamConsumer, connect, wait_for_redis
 from shared.clock import now_ns
+from shared.compids import LAB_COMP_IDS
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, Message, to_dict
 
 log = logging.getLogger(__name__)
@@ -38,13 +39,17 @@ class LabManager:
     """Start, drive and end visitors' lab sessions for one gateway (``start`` returns at once)."""
 
     def __init__(self, redis_url: str, gateway_id: str, exchange_host: str, exchange_port: int, *,
-                 settings: LabSettings | None = None, set_stp: SetStp | None = None) -> None:
+                 settings: LabSettings | None = None, set_stp: SetStp | None = None,
+                 comp_ids: Sequence[str] = LAB_COMP_IDS) -> None:
         self.redis_url = redis_url
         self.gateway_id = gateway_id
         self.exchange_host = exchange_host
         self.exchange_port = exchange_port
         self.settings = settings or LabSettings.from_env()
         self.set_stp = set_stp  # the gateway's: a session's self-trade prevention (the lab page sets it)
+        # The lab CompIDs this gateway's acceptor accepts: its own range when several gateways run,
+        # so two gateways never hand out the same one (each also claims it in Redis, claims.py).
+        self.comp_ids = tuple(comp_ids)
         self._sessions: dict[str, LabSession] = {}
         self._ending: set[str] = set()
         self._logout_sent: dict[str, float] = {}
@@ -66,11 +71,14 @@ class LabManager:
         s = self.settings
         self.r = connect(self.redis_url)
         wait_for_redis(self.r)
-        self.claims = CompIdClaims(self.r, s.claim_ttl_s)
+        self.claims = CompIdClaims(self.r, s.claim_ttl_s, self.comp_ids)
         self.outbox = Outbox(connect(self.redis_url), s.stream_maxlen).start()
         self.taps = TapLoop().start()
+        # One start per read: with several gateways in the group, a burst of starts is dealt out
+        # (each gateway takes one, and the others, blocked meanwhile, the next ones) instead of a
+        # whole batch landing on whichever gateway read first.
         starts = StreamConsumer(connect(self.redis_url), streams.LAB_START_STREAM, streams.GATEWAY_GROUP,
-                                self.gateway_id, count=20, maxlen=s.stream_maxlen)
+                                self.gateway_id, count=1, maxlen=s.stream_maxlen)
         commands = StreamConsumer(connect(self.redis_url), streams.lab_commands_stream(self.gateway_id),
                                   streams.GATEWAY_GROUP, self.gateway_id, count=100,
                                   maxlen=s.stream_maxlen, start_id="$")

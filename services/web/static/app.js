@@ -298,6 +298,7 @@ function onState(m) {
   const labels = { connecting: "connecting…", logged_on: "logged on", logged_out: "logged out", ended: "ended" };
   setStatus(m.status === "logged_on" ? "on" : (S.live ? "connecting" : "off"), labels[m.status] || m.status);
   $("st-comp").textContent = m.comp_id || "–";
+  $("st-gw").textContent = m.gateway_id || "–";
   $("client-id").textContent = m.comp_id || "";
   const n = (v) => (v === undefined || v === null || v === 0 ? "–" : v);
   $("st-cs").textContent = n(m.next_sender_seq); $("st-ct").textContent = n(m.next_target_seq);
