@@ -11,8 +11,10 @@ import time
 import uuid
 from pathlib import Path
 
+from services.bench.plan import gateway_addresses
 from services.bench.runner import BenchConfig, run
 from shared import logs
+from shared.config import ConfigError, gateway_count
 
 
 def _addr(text: str) -> tuple[str, int]:
@@ -42,9 +44,27 @@ def _count(text: str) -> int:
     return value
 
 
+def _instruments(symbols: str, prices: str) -> tuple[tuple[str, str], ...]:
+    """``--symbol A,B`` with ``--price P`` (for all) or ``--price PA,PB``."""
+    syms = [s.strip() for s in symbols.split(",") if s.strip()]
+    pxs = [p.strip() for p in prices.split(",") if p.strip()]
+    if not syms or not pxs:
+        raise ValueError("--symbol and --price need a value")
+    if len(pxs) == 1:
+        pxs *= len(syms)
+    if len(pxs) != len(syms):
+        raise ValueError(f"{len(pxs)} prices for {len(syms)} symbols: give one, or one per symbol")
+    return tuple(zip(syms, pxs, strict=True))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m services.bench", description=__doc__)
-    p.add_argument("--addr", type=_addr, default=("127.0.0.1", 9878), help="exchange HOST:PORT")
+    p.add_argument("--addr", type=_addr, action="append",
+                   help="exchange HOST:PORT (default 127.0.0.1:9878); once per gateway, or once for the "
+                        "first of --gateways on consecutive ports (the runner's layout)")
+    p.add_argument("--gateways", type=_positive,
+                   help="gateways sharing the BENCH CompIDs (default FIXLAB_GATEWAYS, else 1): each "
+                        "session goes to the one whose range holds its CompID")
     p.add_argument("--sessions", type=_positive, default=1, help="FIX sessions in the whole run")
     p.add_argument("--window", type=_positive, default=1, help="most unanswered orders per session")
     p.add_argument("--orders", type=_positive, default=20_000, help="measured orders in the whole run")
@@ -54,9 +74,13 @@ def parser() -> argparse.ArgumentParser:
                    help="bench processes in this run (more than one meet on Redis: REDIS_URL)")
     p.add_argument("--run-id", default=os.environ.get("FIXLAB_BENCH_RUN_ID", ""),
                    help="names the run on Redis (required with --instances > 1)")
-    p.add_argument("--first-compid", type=_positive, default=1, help="first BENCH CompID number")
-    p.add_argument("--symbol", default="ACORN.LAB")
-    p.add_argument("--price", default="100.00", help="limit price, as it goes into tag 44")
+    p.add_argument("--first-compid", type=_positive, default=1,
+                   help="first BENCH CompID number (with several gateways, the position in the pool "
+                        "dealt over their ranges: 1 is BENCH001, 2 the second gateway's first)")
+    p.add_argument("--symbol", default="ACORN.LAB",
+                   help="instrument, or several comma separated: sessions alternate them")
+    p.add_argument("--price", default="100.00",
+                   help="limit price, as it goes into tag 44; one for all, or one per --symbol")
     p.add_argument("--stall", type=float, default=10.0,
                    help="seconds without any answer after which unanswered orders count as lost")
     p.add_argument("--logon-timeout", type=float, default=30.0)
@@ -76,11 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.instances > 1 and not redis_url:
         print("bench: --instances > 1 meets on Redis: set REDIS_URL", file=sys.stderr)
         return 2
+    try:
+        addrs = args.addr or [("127.0.0.1", 9878)]
+        gateways = args.gateways or (len(addrs) if len(addrs) > 1 else gateway_count(os.environ))
+        addresses = gateway_addresses(addrs, gateways)
+        instruments = _instruments(args.symbol, args.price)
+    except (ValueError, ConfigError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     config = BenchConfig(
-        host=args.addr[0], port=args.addr[1], sessions=args.sessions, window=args.window,
+        addresses=addresses, sessions=args.sessions, window=args.window,
         orders=args.orders, warmup=args.warmup, instances=args.instances,
         run_id=args.run_id or uuid.uuid4().hex[:12], first_compid=args.first_compid,
-        symbol=args.symbol, price=args.price, stall_s=args.stall, logon_timeout_s=args.logon_timeout,
+        instruments=instruments, stall_s=args.stall, logon_timeout_s=args.logon_timeout,
         barrier_timeout_s=args.barrier_timeout, redis_url=redis_url, progress=args.progress,
     )
     try:
@@ -88,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TimeoutError, RuntimeError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1
-    record = {**summary.to_json(), "addr": f"{config.host}:{config.port}", "warmup": config.warmup,
+    record = {**summary.to_json(), "addr": ",".join(f"{h}:{p}" for h, p in config.addresses),
+              "symbols": [sym for sym, _ in config.instruments], "warmup": config.warmup,
               "run_id": config.run_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(json.dumps(record), flush=True)
     if args.out is not None:

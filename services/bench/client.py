@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import quickfix as fix
 
 from services.bench.engine import TransactTime, initiator_settings, order_template
+from services.bench.plan import SessionPlan
 from services.bench.window import OrderWindow
 
 log = logging.getLogger(__name__)
@@ -164,14 +165,16 @@ class PhaseOutcome:
 class BenchClient:
     """Log sessions on, run phases of windowed orders, log them out."""
 
-    def __init__(self, host: str, port: int, comp_ids: Sequence[str], *, symbol: str, price: str,
-                 run_tag: str, heartbeat_s: int = 30) -> None:
+    def __init__(self, sessions: Sequence[SessionPlan], *, run_tag: str, heartbeat_s: int = 30) -> None:
         clock = TransactTime()
-        template = order_template(symbol, price)
-        self.drivers = {c: SessionDriver(c, f"{run_tag}{i}", template, clock)
-                        for i, c in enumerate(comp_ids)}
+        templates = {(s.symbol, s.price): order_template(s.symbol, s.price) for s in sessions}
+        self.drivers = {s.comp_id: SessionDriver(s.comp_id, f"{run_tag}{i}", templates[s.symbol, s.price],
+                                                 clock)
+                        for i, s in enumerate(sessions)}
         self.app = BenchApplication(self.drivers)
-        self.settings = initiator_settings(host, port, comp_ids, heartbeat_s)
+        first = sessions[0]
+        self.settings = initiator_settings(first.host, first.port, [s.comp_id for s in sessions],
+                                           heartbeat_s, {s.comp_id: (s.host, s.port) for s in sessions})
         self.initiator = fix.SocketInitiator(self.app, fix.MemoryStoreFactory(), self.settings)
 
     def start(self, timeout_s: float) -> None:

@@ -7,11 +7,12 @@ field API of the Python bindings costs ~30x more (../shared/QUICKFIX.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import quickfix as fix
 
+from services.bench.plan import Address, bench_pool
 from shared.compids import BEGIN_STRING, BENCH_COMP_IDS, EXCHANGE_COMP_ID
 from shared.fix.dictionary import exchange_dictionary_file
 
@@ -21,12 +22,13 @@ def data_dictionary_path() -> Path:
     return exchange_dictionary_file()
 
 
-def bench_comp_ids(first: int, count: int) -> list[str]:
-    """``count`` CompIDs from the BENCH pool starting at number ``first`` (1-based)."""
+def bench_comp_ids(first: int, count: int, gateways: int = 1) -> list[str]:
+    """``count`` CompIDs from the BENCH pool starting at number ``first`` (1-based); with several
+    gateways, the pool dealt over their ranges (plan.bench_pool), the number counting in that order."""
     if first < 1 or count < 1 or first - 1 + count > len(BENCH_COMP_IDS):
         raise ValueError(f"BENCH{first:03d} + {count} sessions is outside the pool "
                          f"BENCH001..BENCH{len(BENCH_COMP_IDS):03d}")
-    return list(BENCH_COMP_IDS[first - 1:first - 1 + count])
+    return list(bench_pool(gateways)[first - 1:first - 1 + count])
 
 
 def _defaults(conn_type: str, heartbeat_s: int) -> fix.Dictionary:
@@ -49,9 +51,10 @@ def _defaults(conn_type: str, heartbeat_s: int) -> fix.Dictionary:
     return d
 
 
-def initiator_settings(host: str, port: int, comp_ids: Sequence[str],
-                       heartbeat_s: int = 30) -> fix.SessionSettings:
-    """One initiator session per CompID, all to FIXLAB at host:port, messages kept in memory."""
+def initiator_settings(host: str, port: int, comp_ids: Sequence[str], heartbeat_s: int = 30,
+                       addresses: Mapping[str, Address] | None = None) -> fix.SessionSettings:
+    """One initiator session per CompID, to FIXLAB at host:port (or at ``addresses[comp_id]``, the
+    gateway that accepts it), messages kept in memory."""
     settings = fix.SessionSettings()
     d = _defaults("initiator", heartbeat_s)
     d.setString("SocketConnectHost", host)
@@ -60,7 +63,11 @@ def initiator_settings(host: str, port: int, comp_ids: Sequence[str],
     d.setString("PersistMessages", "N")
     settings.set(d)
     for comp_id in comp_ids:
-        settings.set(fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID), fix.Dictionary())
+        own = fix.Dictionary()
+        if addresses is not None and comp_id in addresses:
+            own.setString("SocketConnectHost", addresses[comp_id][0])
+            own.setString("SocketConnectPort", str(addresses[comp_id][1]))
+        settings.set(fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID), own)
     return settings
 
 

@@ -1,6 +1,14 @@
-"""How a run's totals divide between bench processes and their sessions (pure)."""
+"""How a run's totals divide between bench processes and their sessions, and where each session goes
+(pure)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.compids import BENCH_COMP_IDS, gateway_comp_ids, gateway_of
+
+Address = tuple[str, int]
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -26,3 +34,56 @@ def instance_share(total_sessions: int, total_orders: int, instances: int,
     first = sum(sessions[:instance])
     per_session = split(total_orders, total_sessions)
     return sessions[instance], per_session[first:first + sessions[instance]]
+
+
+def bench_pool(gateways: int) -> tuple[str, ...]:
+    """The BENCH CompIDs in the order a run takes them: dealt over the gateways' ranges in turn
+    (BENCH001, BENCH129, BENCH002 ... for two), so any number of sessions spreads evenly over the
+    gateways; with one gateway, the pool as it is."""
+    ranges = [gateway_comp_ids(k, gateways).bench for k in range(1, gateways + 1)]
+    return tuple(r[i] for i in range(max(map(len, ranges))) for r in ranges if i < len(r))
+
+
+def gateway_addresses(addresses: Sequence[Address], gateways: int) -> tuple[Address, ...]:
+    """Gateway k's address for k = 1..``gateways``: the k-th of ``addresses``, or, given one address,
+    the runner's layout (its host, its port + k - 1: services/stack.py)."""
+    if gateways < 1 or not addresses:
+        raise ValueError(f"{gateways} gateways at {len(addresses)} addresses")
+    if len(addresses) == gateways:
+        return tuple(addresses)
+    if len(addresses) == 1:
+        host, port = addresses[0]
+        if port + gateways - 1 > 65535:
+            raise ValueError(f"{gateways} gateways from port {port} run past 65535")
+        return tuple((host, port + k) for k in range(gateways))
+    raise ValueError(f"{len(addresses)} addresses for {gateways} gateways: give one (the first "
+                     "gateway's, the next ones on the following ports) or one per gateway")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """One bench session: its CompID, the gateway that accepts it, and what it orders."""
+
+    comp_id: str
+    host: str
+    port: int
+    symbol: str
+    price: str
+
+
+def session_plans(comp_ids: Sequence[str], addresses: Sequence[Address],
+                  instruments: Sequence[tuple[str, str]]) -> list[SessionPlan]:
+    """Each CompID at the address of the gateway whose range holds it (``addresses[k-1]`` is gateway
+    k's), ordering ``instruments[(n - 1) % len]`` where n is its number in the BENCH pool: sessions
+    alternate instruments, and with two gateways each gateway still gets every instrument."""
+    if not instruments:
+        raise ValueError("no instrument to order")
+    out = []
+    for comp_id in comp_ids:
+        index = gateway_of(comp_id, len(addresses))
+        if index is None or comp_id not in BENCH_COMP_IDS:
+            raise ValueError(f"{comp_id} is not a BENCH CompID")
+        symbol, price = instruments[BENCH_COMP_IDS.index(comp_id) % len(instruments)]
+        host, port = addresses[index - 1]
+        out.append(SessionPlan(comp_id, host, port, symbol, price))
+    return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from services.bench.client import BenchClient, PhaseOutcome
 from services.bench.coordination import Coordinator
 from services.bench.engine import bench_comp_ids
-from services.bench.plan import instance_share
+from services.bench.plan import Address, instance_share, session_plans
 from services.bench.progress import ProgressBar
 from services.bench.stats import Summary, summarize
 from shared.bus import connect
@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
-    host: str
-    port: int
+    # Gateway k's FIX address is addresses[k - 1]; each session goes to the gateway whose CompID
+    # range holds its CompID (shared.compids). One address: one gateway, as ever.
+    addresses: tuple[Address, ...]
     sessions: int
     window: int
     orders: int
@@ -29,8 +30,8 @@ class BenchConfig:
     instances: int = 1
     run_id: str = "local"
     first_compid: int = 1
-    symbol: str = "ACORN.LAB"
-    price: str = "100.00"
+    # (symbol, limit price as it goes into tag 44): sessions alternate them (plan.session_plans).
+    instruments: tuple[tuple[str, str], ...] = (("ACORN.LAB", "100.00"),)
     stall_s: float = 10.0
     logon_timeout_s: float = 30.0
     barrier_timeout_s: float = 300.0
@@ -63,13 +64,13 @@ def run(config: BenchConfig) -> tuple[Summary, list[int]]:
         instance = 0
     sessions, quotas = instance_share(config.sessions, config.orders, config.instances, instance)
     first = coord.claim_comp_ids(sessions, config.first_compid) if coord else config.first_compid
-    comp_ids = bench_comp_ids(first, sessions)
+    comp_ids = bench_comp_ids(first, sessions, len(config.addresses))
+    plans = session_plans(comp_ids, config.addresses, config.instruments)
     # A ClOrdID prefix unique to this run and instance: the exchange rejects repeated ClOrdIDs.
     run_tag = f"{config.run_id[-6:]}{instance}."
-    client = BenchClient(config.host, config.port, comp_ids, symbol=config.symbol,
-                         price=config.price, run_tag=run_tag)
-    log.info("instance %d: %d sessions (%s..%s) to %s:%d", instance, sessions, comp_ids[0],
-             comp_ids[-1], config.host, config.port)
+    client = BenchClient(plans, run_tag=run_tag)
+    log.info("instance %d: %d sessions (%s..%s) to %s", instance, sessions, comp_ids[0],
+             comp_ids[-1], ", ".join(sorted({f"{p.host}:{p.port}" for p in plans})))
     try:
         client.start(config.logon_timeout_s)
         if config.warmup:
