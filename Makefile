@@ -51,6 +51,9 @@ test-fast: install
 bench: install
 	@$(BIN)/python -m services.bench.suite
 	@$(BIN)/python -m benchmarks.gcpolicy --out benchmarks/results/gcpolicy.json
+	@# 8x32 through the runner's stack: 1 shard / 2 shards on one redis-server / 2 shards on a
+	@# 3-master cluster, side by side, and the model of N shards (deploy/SCALING.md section 5).
+	@$(BIN)/python -m benchmarks.shards_stack
 	@# Every adapter at 2,000 samples (QuickFIX's typed encode of a 10-level W takes ~1 ms an operation:
 	@# 50,000 samples of every adapter would take hours here), then the project's codec at 50,000.
 	@$(BIN)/python -m benchmarks.codec --samples 2000 --warmup 200

@@ -164,10 +164,14 @@ class FullStack:
     """
 
     def __init__(self, workdir: Path, python: str = sys.executable,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, args: Sequence[str] = (),
+                 gateways: int = 1) -> None:
         self.workdir = workdir
         self.python = python
-        self.fix_port = free_port()
+        self.args = tuple(args)  # e.g. ("--cluster",): then set gateways to what it starts (2)
+        self.gateways = gateways
+        # Gateway k listens on fix_port + k - 1 (the runner's layout): all of them must be free.
+        self.fix_port = free_ports_in_a_row(gateways)
         self.web_port = free_port()
         self.extra = {"FIXLAB_BOTS": "0", **(env or {})}
         self.child: Child | None = None
@@ -182,9 +186,10 @@ class FullStack:
         env.update({"PYTHONUNBUFFERED": "1", "FIXLAB_FIX_PORT": str(self.fix_port),
                     "FIXLAB_WEB_PORT": str(self.web_port), "FIXLAB_RUN_DIR": str(self.workdir / "run"),
                     **self.extra})
-        self.child = Child("run", (self.python, "-m", "services"), env, self.workdir / "run.log")
+        self.child = Child("run", (self.python, "-m", "services", *self.args), env, self.workdir / "run.log")
         try:
-            wait_port("127.0.0.1", self.fix_port, [self.child], 90)
+            for k in range(self.gateways):
+                wait_port("127.0.0.1", self.fix_port + k, [self.child], 90)
             wait_http(f"{self.web_url}/api/health", [self.child], 60)
         except BaseException:
             self.child.stop(20)
@@ -193,11 +198,15 @@ class FullStack:
 
     @property
     def redis_url(self) -> str:
-        """The private redis-server's URL, as the runner printed it."""
-        found = re.search(r"redis-server on (redis://\S+)", self.child.tail(1 << 20) if self.child else "")
-        if found is None:
-            raise RuntimeError("the runner did not say where its redis-server is")
-        return found.group(1)
+        """The private redis-server's URL, or the cluster's nodes (a comma list), as the runner printed it."""
+        said = self.child.tail(1 << 20) if self.child else ""
+        found = re.search(r"redis-server on (redis://\S+)", said)
+        if found is not None:
+            return found.group(1)
+        nodes = re.search(r"Redis Cluster: \d+ masters on (.*?) \(data in", said)
+        if nodes is not None:
+            return nodes.group(1).replace(" ", "")
+        raise RuntimeError("the runner did not say where its Redis is")
 
     def processes(self) -> dict[str, int]:
         """Every process under the runner, by name (matcher-a, gateway, gateway publisher, web ...)."""
@@ -209,6 +218,24 @@ class FullStack:
         if self.child is not None:
             self.child.stop(30)  # the runner stops its services tier by tier, then redis-server
             self.child = None
+
+
+def free_ports_in_a_row(count: int) -> int:
+    """A free port whose next ``count - 1`` ports are free too (checked now, as free_port does)."""
+    while True:
+        port = free_port()
+        if port + count - 1 > 65535:
+            continue
+        taken = False
+        for other in range(port + 1, port + count):
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", other))
+                except OSError:
+                    taken = True
+                    break
+        if not taken:
+            return port
 
 
 def wait_http(url: str, children: Sequence[Child], timeout_s: float) -> None:
@@ -269,6 +296,11 @@ def process_name(pid: int, fallback: str) -> str:
         if name == "matcher":
             shard = _env_of(pid).get("FIXLAB_MATCHER_SHARD", "0")
             return "matcher" if shard == "0" else f"matcher-{shard}"
+        if name.startswith("gateway"):
+            # One of several gateways (the runner sets its index): "gateway-2", "gateway-2 publisher".
+            index = _env_of(pid).get("FIXLAB_GATEWAY_INDEX", "")
+            if index:
+                return name.replace("gateway", f"gateway-{index}", 1)
         return name
     return fallback
 

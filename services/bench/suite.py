@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,15 +62,17 @@ def say(text: str) -> None:
 
 
 def bench_once(spec: RunSpec, port: int, warmup: int, workdir: Path, label: str,
-               stall_s: float, sampler: CpuSampler | None = None) -> tuple[dict[str, Any], list[int]]:
-    """One bench process against 127.0.0.1:port; its JSON record and sorted latencies (ns).
+               stall_s: float, sampler: CpuSampler | None = None,
+               extra: Sequence[str] = ()) -> tuple[dict[str, Any], list[int]]:
+    """One bench process against 127.0.0.1:port (``extra``: more of its arguments, e.g. --gateways);
+    its JSON record and sorted latencies (ns).
 
     With a sampler, the bench process's own CPU time is sampled too (as "bench")."""
     out, lat = workdir / f"{label}.json", workdir / f"{label}.lat"
     argv = [sys.executable, "-m", "services.bench", "--addr", f"127.0.0.1:{port}",
             "--sessions", str(spec.sessions), "--window", str(spec.window), "--orders", str(spec.orders),
             "--warmup", str(warmup), "--out", str(out), "--latencies", str(lat), "--progress",
-            "--stall", str(stall_s), "--run-id", f"{label}-{int(time.time())}"]
+            "--stall", str(stall_s), "--run-id", f"{label}-{int(time.time())}", *extra]
     # Generous: a broken exchange shows as a stall (lost orders) long before this.
     timeout = 120 + spec.orders / 200
     proc = subprocess.Popen(argv, env=base_env(), stdout=subprocess.DEVNULL, stderr=None)
@@ -104,9 +107,9 @@ def cpu_per_order(cpu_s: dict[str, float], record: dict[str, Any]) -> dict[str, 
 
 
 def measured(spec: RunSpec, args: argparse.Namespace, work: Path, pids: dict[str, int], port: int,
-             label: str) -> tuple[dict[str, Any], list[int]]:
+             label: str, extra: Sequence[str] = ()) -> tuple[dict[str, Any], list[int]]:
     with CpuSampler(pids) as sampler:
-        record, lat = bench_once(spec, port, args.warmup, work, label, args.stall, sampler)
+        record, lat = bench_once(spec, port, args.warmup, work, label, args.stall, sampler, extra)
     if record.get("start_ns") and record.get("end_ns"):
         record["cpu"] = cpu_per_order(sampler.between(record["start_ns"], record["end_ns"]), record)
     return record, lat
