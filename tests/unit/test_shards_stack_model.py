@@ -28,7 +28,9 @@ def test_model_rows_take_the_smallest_cap_and_name_it() -> None:
     caps = (one["matchers"], one["gateways"], one["redis"], one["cluster"])
     assert caps == (25_000, 20_000, 50_000, 120_000)
     assert (one["one_redis_orders_per_s"], one["one_redis_limit"]) == (20_000, "gateways")
-    assert [r["gateways_to_keep_up"] for r in rows] == [3, 5, 10, 20]
+    assert [r["scaled_cluster_gateways"] for r in rows] == [3, 5, 10, 12]
+    assert [(r["scaled_one_redis_orders_per_s"], r["scaled_one_redis_limit"]) for r in rows] == [
+        (25_000, "matchers"), (50_000, "matchers"), (50_000, "redis"), (50_000, "redis")]
     # More gateways than two never come in this model: two gateways cap every N.
     assert {r["cluster_orders_per_s"] for r in rows} == {20_000}
     fast_gateways = model_rows(25_000, 100_000, 50_000, 40_000, (1, 2, 4, 8), 2, 3)
