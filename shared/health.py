@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from shared import streams
-from shared.bus import REDIS_ERRORS
+from shared.bus import REDIS_ERRORS, connect
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ def main(argv: list[str]) -> int:
         print("REDIS_URL is not set", file=sys.stderr)
         return 2
     try:
-        live = [i for i in instances(redis.Redis.from_url(url, socket_timeout=2)) if i["service"] == argv[0]]
-    except REDIS_ERRORS as exc:
+        live = [i for i in instances(connect(url, timeout_s=2)) if i["service"] == argv[0]]
+    except (*REDIS_ERRORS, redis.exceptions.RedisClusterException) as exc:
         print(f"redis unavailable: {exc}", file=sys.stderr)
         return 1
     return 0 if live else 1
