@@ -21,8 +21,9 @@ does it with one consumer (and thread) per stream on redis-py's cluster client. 
 per stream on a Redis Cluster.
 
 On a cluster every transaction stays in one slot: a consumer's own keys (its stream, the applied
-id) share the stream's slot; effects on other slots (``Effects.elsewhere``, or an output stream of
-another slot) are sent just before the transaction, so they are published at least once.
+id) share the stream's slot, and so must its output streams (a commit naming another slot is
+refused); effects that may live elsewhere and need only be published at least once (a dead letter:
+``Effects.elsewhere``) are sent just before the transaction.
 """
 
 from __future__ import annotations
@@ -215,19 +216,14 @@ class StreamConsumer:
         pipe.execute()
 
     def _publish_elsewhere(self, effects: Effects) -> Effects:
-        """On a cluster: publish the effects outside the stream's slot now, one command each (redis-py
-        sends each to its node); return what stays for the transaction."""
-        inside = Effects(extra=effects.extra)
-        for stream, msgs in effects.out.items():
-            if not msgs:
-                continue
-            if key_slot(stream.encode()) == self.slot:
-                inside.out[stream] = msgs
-            else:
-                publish(self.r, stream, msgs, self.maxlen)
+        """On a cluster: run the ``elsewhere`` calls now, each command to its own node; return what
+        stays for the transaction. An output stream of another slot stays in it, and the cluster
+        refuses the commit: exactly-once publishing needs them in the stream's slot."""
+        if not effects.elsewhere:
+            return effects
         for call in effects.elsewhere:
             call(self.r)
-        return inside
+        return Effects(out=effects.out, extra=effects.extra)
 
     def commit_retrying(self, ids: Sequence[bytes], effects: Effects | None,
                         stop: threading.Event, *, attempted: bool = False) -> bool:

@@ -228,3 +228,5 @@ def test_the_stack_trades_on_a_redis_cluster(runner: Runner, rc: RedisCluster, c
     assert names == set().union(*on_nodes.values())
     assert sum(1 for held in on_nodes.values() if held) >= 2, on_nodes
     assert set(slots) | {streams.shard_market_stream("a"), streams.shard_market_stream("b")} <= names
+    # No service logged an error on the way (a refused cross-slot command would).
+    assert [x for x in runner.lines if "level=error" in x or "Traceback" in x] == []
