@@ -37,9 +37,10 @@ from shared import streams
 from shared.redis_cluster import LocalCluster
 from shared.redis_server import free_port
 from shared.schema import Cancelled, decode_batch
-from tests.e2e.webstack import Client
+from tests.e2e.webstack import Client, bots_process
 from tests.gateway_stack import ROOT, stop_process
 from tests.helpers import eventually
+from tests.integration.test_gateway_marketdata import send_v, v
 from tests.stock_client import stock_sessions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -180,6 +181,13 @@ def test_the_stack_trades_on_a_redis_cluster(runner: Runner, rc: RedisCluster, c
             _depth(page, "ACORN.LAB", "bids", [["99.50", 6, 1]])
             _depth(page, "BIRCH.LAB", "bids", [["24.50", 7, 1]])
 
+            # FIX market data (the gateway's market-data thread: an XREAD per shard's market stream,
+            # an ImageRequest on each shard's orders stream): a snapshot of each book, then updates.
+            send_v(sb, v("md1", kind=1, types="01"))
+            for symbol, qty in (("ACORN.LAB", "6"), ("BIRCH.LAB", "7")):
+                b.wait("W", lambda m, s=symbol, q=qty: (m.get(262), m.get(55), m.get(269), m.get(271)) ==
+                       ("md1", s, "0", q), timeout_s=20)
+
             # A lab session through the page: the web's LabStart, the gateway's lab manager and tap,
             # its order on the bus like any other; it sells into A's BIRCH bid.
             page.send({"op": "logon"})
@@ -188,6 +196,7 @@ def test_the_stack_trades_on_a_redis_cluster(runner: Runner, rc: RedisCluster, c
             page.wait("fill", timeout=20)
             a.wait("8", lambda m: (m.get(11), m.get(150), m.get(151)) == ("a-birch", "F", "5"), timeout_s=20)
             _depth(page, "BIRCH.LAB", "bids", [["24.50", 5, 1]])
+            b.wait("X", lambda m: m.get(262) == "md1" and m.get(271) == "5", timeout_s=20)
 
             # /api/status: every service's health, the streams of every node.
             def status_complete() -> dict[str, Any]:
@@ -229,4 +238,21 @@ def test_the_stack_trades_on_a_redis_cluster(runner: Runner, rc: RedisCluster, c
     assert sum(1 for held in on_nodes.values() if held) >= 2, on_nodes
     assert set(slots) | {streams.shard_market_stream("a"), streams.shard_market_stream("b")} <= names
     # No service logged an error on the way (a refused cross-slot command would).
+    assert [x for x in runner.lines if "level=error" in x or "Traceback" in x] == []
+
+
+def test_the_bots_quote_on_a_redis_cluster(runner: Runner, cluster: LocalCluster) -> None:
+    """The liquidity bots (FIX sessions, and a health reporter on the cluster): their ladders reach
+    both books, and /api/status counts them."""
+    env = {"FIXLAB_SHARDS": SHARDS, "FIXLAB_BOTS": "2"}
+    with bots_process(cluster.url, runner.fix_port, env=env):
+        page = Client(f"ws://127.0.0.1:{runner.web_port}/ws")
+        try:
+            for symbol in ("ACORN.LAB", "BIRCH.LAB"):
+                page.wait("depth", lambda m, s=symbol: m["symbol"] == s and bool(m["bids"] and m["asks"]),
+                          timeout=30)
+        finally:
+            page.close()
+        eventually(lambda: any(i["service"] == "bots" for i in _get(f"{runner.web}/api/status")
+                               .get("instances", [])), timeout=30, what="the bots' health in /api/status")
     assert [x for x in runner.lines if "level=error" in x or "Traceback" in x] == []
