@@ -18,11 +18,12 @@ from redis.cluster import ClusterNode, RedisCluster
 from services.gateway.config import gateway_settings
 from services.gateway.inbound import Inbound
 from services.gateway.intake import Publisher
+from services.gateway.lab import LabManager
 from services.gateway.publisher import IntakeLoop
 from services.gateway.records import fix_record
 from services.gateway.slots import ClusterIntake, done_keys
 from shared import streams
-from shared.bus import ClusterMultiStreamConsumer, Effects, Entry, StreamConsumer, connect, publish
+from shared.bus import ClusterMultiStreamConsumer, Entry, StreamConsumer, connect, publish
 from shared.config import Instrument
 from shared.redis_cluster import LocalCluster
 from shared.schema import Accepted, LabStart, NewOrder, Refused, SessionEnded, decode_wire_batch
@@ -162,15 +163,17 @@ def test_dead_letters_in_another_slot_are_written_then_acknowledged(rc: RedisClu
     # An entry that does not decode: dead-lettered by the loop itself.
     rc.xadd(streams.LAB_START_STREAM, {streams.BATCH_FIELD: b"\xc1"})
     assert consumer.read() == []
-    # One that decodes but is refused by the handler: its dead letter is an effect "elsewhere".
+    # One that decodes but is not a LabStart: the lab manager's own handler dead-letters it (an
+    # effect "elsewhere": the dead-letter stream is in another slot than fixlab:lab:start).
     publish(rc, streams.LAB_START_STREAM, [NewOrder("S", "c", "ACORN.LAB", 1, 1, 1, 0, "gw1", 1, 1)], 1000)
-    [(entry_id, _msgs)] = consumer.read()
-    effects = Effects()
-    effects.elsewhere.append(lambda pipe: pipe.xadd(streams.DEADLETTER_STREAM, {b"id": entry_id}))
+    batch = consumer.read()
+    [(entry_id, _msgs)] = batch
+    effects = LabManager(local.url, "gw1", "127.0.0.1", 1)._on_starts(batch)
+    assert effects.elsewhere and not effects.out
     consumer.commit([entry_id], effects)
     letters: Any = rc.xrange(streams.DEADLETTER_STREAM)
-    assert [f.get(b"stream") for _i, f in letters] == [streams.LAB_START_STREAM.encode(), None]
-    assert letters[1][1][b"id"] == entry_id
+    assert [f[b"stream"] for _i, f in letters] == [streams.LAB_START_STREAM.encode()] * 2
+    assert letters[1][1][b"id"] == entry_id and b"not a LabStart" in letters[1][1][b"reason"]
     assert _pending(rc, streams.LAB_START_STREAM) == 0
     assert rc.get(consumer.applied_key) == entry_id
     assert consumer.deadlettered == 1
