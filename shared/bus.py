@@ -15,8 +15,15 @@ acknowledged.
 ``LeanStreamConsumer`` is the same loop on a lean RESP connection (shared.resp) for a consumer
 whose batches are small: each batch's transaction and the next read go out in one write.
 ``LeanMultiStreamConsumer`` runs it on several streams at once (a gateway's events from every
-matcher shard). ``read_streams`` (and ``read_streams_async``) follow several streams without a
-group: one XREAD on one Redis, one per stream on a Redis Cluster.
+matcher shard); on a Redis Cluster, where one command names one slot, ``ClusterMultiStreamConsumer``
+does it with one consumer (and thread) per stream on redis-py's cluster client. ``read_streams``
+(and ``read_streams_async``) follow several streams without a group: one XREAD on one Redis, one
+per stream on a Redis Cluster.
+
+On a cluster every transaction stays in one slot: a consumer's own keys (its stream, the applied
+id) share the stream's slot, and so must its output streams (a commit naming another slot is
+refused); effects that may live elsewhere and need only be published at least once (a dead letter:
+``Effects.elsewhere``) are sent just before the transaction.
 """
 
 from __future__ import annotations
@@ -28,13 +35,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
-from shared import streams
+from shared import redis_cluster, streams
 from shared.resp import CommandBuffer, RespConnection, bulk, check, command
 from shared.schema import Message, SchemaError, decode_batch, encode_batch
 
@@ -46,10 +54,21 @@ _EXEC = command(b"EXEC")
 
 
 def connect(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
-    """A synchronous client; bytes in, bytes out."""
+    """A synchronous client; bytes in, bytes out.
+
+    On a Redis Cluster (``url`` a comma list of nodes, or one node in cluster mode) redis-py's cluster
+    client, typed as the plain one: the services give it the same single-slot commands.
+    """
+    if redis_cluster.is_cluster_url(url):
+        return cast(redis.Redis, redis_cluster.cluster_client(url, timeout_s=timeout_s))
     return redis.Redis.from_url(
         url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30
     )
+
+
+def is_cluster(r: Any) -> bool:
+    """Whether ``r`` is redis-py's (synchronous or asyncio) cluster client."""
+    return isinstance(r, RedisCluster | aioredis.RedisCluster)
 
 
 def ensure_group(r: redis.Redis, stream: str, group: str, start_id: str = "0") -> None:
@@ -71,6 +90,9 @@ class Effects:
 
     out: dict[str, list[Message]] = field(default_factory=lambda: defaultdict(list))
     extra: list[Callable[[Any], None]] = field(default_factory=list)  # more pipeline calls
+    # Pipeline calls on keys outside the consumed stream's slot (a dead letter): inside the
+    # transaction on one Redis; on a cluster sent just before it (at least once).
+    elsewhere: list[Callable[[Any], None]] = field(default_factory=list)
 
     def add(self, stream: str, msg: Message) -> None:
         self.out[stream].append(msg)
@@ -118,6 +140,8 @@ class StreamConsumer:
         self._pending_first = True
         self.consumed = 0
         self.deadlettered = 0
+        self.cluster = is_cluster(r)
+        self.slot = key_slot(stream.encode())
 
     def ensure(self) -> None:
         ensure_group(self.r, self.stream, self.group, self.start_id)
@@ -154,14 +178,20 @@ class StreamConsumer:
         return out
 
     def _deadletter(self, bad: list[tuple[bytes, str, bytes]]) -> None:
+        # One transaction on one Redis. On a cluster, where the dead-letter stream may live in another
+        # slot, the dead letters go first and the acknowledgements after (a retry may write one twice).
         pipe = self.r.pipeline(transaction=True)
+        split = self.cluster and key_slot(self.deadletter.encode()) != self.slot
         for entry_id, reason, payload in bad:
             log.error("dead-lettering %s %s: %s", self.stream, entry_id.decode(), reason)
             pipe.xadd(self.deadletter,
                       {b"stream": self.stream, b"id": entry_id, b"group": self.group,
                        b"reason": reason, b"payload": payload}, maxlen=10_000, approximate=True)
-            pipe.xack(self.stream, self.group, entry_id)
+            if not split:
+                pipe.xack(self.stream, self.group, entry_id)
         pipe.execute()
+        if split:
+            self.r.xack(self.stream, self.group, *(entry_id for entry_id, _, _ in bad))
         self.deadlettered += len(bad)
 
     def already_applied(self, last_id: bytes) -> bool:
@@ -170,6 +200,8 @@ class StreamConsumer:
 
     def commit(self, ids: Sequence[bytes], effects: Effects | None) -> None:
         """Publish the effects and acknowledge ``ids`` in one transaction (ids must be in order)."""
+        if self.cluster and effects is not None:
+            effects = self._publish_elsewhere(effects)
         pipe = self.r.pipeline(transaction=True)
         if effects is not None:
             for stream, msgs in effects.out.items():
@@ -177,9 +209,21 @@ class StreamConsumer:
                     publish(pipe, stream, msgs, self.maxlen)
             for call in effects.extra:
                 call(pipe)
+            for call in effects.elsewhere:
+                call(pipe)
         pipe.xack(self.stream, self.group, *ids)
         pipe.set(self.applied_key, ids[-1])
         pipe.execute()
+
+    def _publish_elsewhere(self, effects: Effects) -> Effects:
+        """On a cluster: run the ``elsewhere`` calls now, each command to its own node; return what
+        stays for the transaction. An output stream of another slot stays in it, and the cluster
+        refuses the commit: exactly-once publishing needs them in the stream's slot."""
+        if not effects.elsewhere:
+            return effects
+        for call in effects.elsewhere:
+            call(self.r)
+        return Effects(out=effects.out, extra=effects.extra)
 
     def commit_retrying(self, ids: Sequence[bytes], effects: Effects | None,
                         stop: threading.Event, *, attempted: bool = False) -> bool:
@@ -375,6 +419,8 @@ class LeanStreamConsumer(StreamConsumer):
                              approximate=True)
             for call in effects.extra:
                 call(buf)
+            for call in effects.elsewhere:
+                call(buf)
         acked = b"".join([bulk(i) for i in ids])
         buf.commands.append(b"*%d\r\n%s%s" % (len(ids) + 3, self._xack_head, acked))
         buf.commands.append(self._set_head + bulk(ids[-1]))
@@ -533,6 +579,57 @@ class LeanMultiStreamConsumer:
     def _read_failed(self, exc: redis.RedisError, delay: float, stop: threading.Event) -> float:
         self._all_pending()
         return self.lanes[0]._read_failed(exc, delay, stop)
+
+
+class ClusterMultiStreamConsumer:
+    """``LeanMultiStreamConsumer``'s job on a Redis Cluster: one consumer of one group on each stream.
+
+    A cluster refuses a read naming streams of several slots, so each stream gets its own
+    ``StreamConsumer`` on redis-py's cluster client (which follows the stream's slot to its node, and
+    to a new one after a failover), in a thread of its own, blocking on its stream alone. Each keeps
+    the loop's guarantees for its stream: pending entries first, the batch acknowledged with its
+    applied id in one transaction in the stream's slot. The handler is called by one thread at a
+    time, each stream's batches in order (streams interleave as they arrive).
+    """
+
+    def __init__(self, r: RedisCluster | redis.Redis, names: Sequence[str], group: str, name: str, *,
+                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000) -> None:
+        if not names:
+            raise ValueError("no stream to consume")
+        self.lanes = [StreamConsumer(cast(redis.Redis, r), stream, group, name, count=count,
+                                     block_ms=block_ms, maxlen=maxlen) for stream in names]
+        self._lock = threading.Lock()
+
+    @property
+    def consumed(self) -> int:
+        return sum(lane.consumed for lane in self.lanes)
+
+    @property
+    def deadlettered(self) -> int:
+        return sum(lane.deadlettered for lane in self.lanes)
+
+    def run(self, handle: Handler, stop: threading.Event) -> None:
+        """Read, handle and acknowledge every stream until ``stop`` is set."""
+        def one_at_a_time(batch: list[Entry]) -> Effects | None:
+            with self._lock:
+                return handle(batch)
+
+        threads = [threading.Thread(target=self._lane, args=(lane, one_at_a_time, stop),
+                                    name=f"{threading.current_thread().name}-{i}", daemon=True)
+                   for i, lane in enumerate(self.lanes)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    @staticmethod
+    def _lane(lane: StreamConsumer, handle: Handler, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                lane.run(handle, stop)
+            except Exception:  # an error reply the loop does not retry: this stream only, again soon
+                log.exception("consumer of %s: unexpected error; reading again in 1 s", lane.stream)
+                stop.wait(1.0)
 
 
 StreamRows = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]  # an XREAD reply

@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         if len(argv) == 2:  # one key: on a cluster, the node of its slot answers
             return 0 if r.exists(streams.health_key(argv[0], argv[1])) else 1
         live = [i for i in instances(r) if i["service"] == argv[0]]
-    except REDIS_ERRORS as exc:
+    except (*REDIS_ERRORS, redis.exceptions.RedisClusterException) as exc:
         print(f"redis unavailable: {exc}", file=sys.stderr)
         return 1
     return 0 if live else 1

@@ -16,6 +16,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as _AsyncNode
 from redis.cluster import ClusterNode as _RedisNode
 from redis.cluster import RedisCluster
 
@@ -189,7 +191,8 @@ def _with_scheme(node: str) -> str:
 
 
 def is_cluster_url(url: str) -> bool:
-    """A comma list of nodes, or one node that runs in cluster mode."""
+    """A comma list of nodes, or one node that runs in cluster mode (one INFO asks it; not kept, since
+    a port may serve another server later)."""
     if "," in url:
         return True
     probe = redis.Redis.from_url(_with_scheme(url), socket_timeout=2, socket_connect_timeout=2)
@@ -201,13 +204,25 @@ def is_cluster_url(url: str) -> bool:
         probe.close()
 
 
-def cluster_client(url: str, *, timeout_s: float = 5.0) -> RedisCluster:
-    """redis-py's cluster client from a node list: ``redis://h:p/0,redis://h2:p2/0`` or ``h:p,h2:p2``."""
-    nodes = []
+def _nodes(url: str) -> list[tuple[str, int]]:
+    out = []
     for part in url.split(","):
         parsed = urlparse(_with_scheme(part))
-        nodes.append(_RedisNode(parsed.hostname or "127.0.0.1", parsed.port or 6379))
+        out.append((parsed.hostname or "127.0.0.1", parsed.port or 6379))
+    return out
+
+
+def cluster_client(url: str, *, timeout_s: float = 5.0) -> RedisCluster:
+    """redis-py's cluster client from a node list: ``redis://h:p/0,redis://h2:p2/0`` or ``h:p,h2:p2``."""
+    nodes = [_RedisNode(host, port) for host, port in _nodes(url)]
     return RedisCluster(startup_nodes=nodes, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+
+
+def async_cluster_client(url: str, *, timeout_s: float = 5.0) -> aioredis.RedisCluster:
+    """redis-py's asyncio cluster client from the same node list."""
+    nodes = [_AsyncNode(host, port) for host, port in _nodes(url)]
+    return aioredis.RedisCluster(startup_nodes=nodes, socket_timeout=timeout_s,
+                                 socket_connect_timeout=timeout_s)
 
 
 def connect_any(url: str, *, timeout_s: float = 5.0) -> redis.Redis | RedisCluster:

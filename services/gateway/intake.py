@@ -8,17 +8,21 @@ MULTI/EXEC. An order that can never be valid here is answered where that is deci
 refusal (a ``Refused`` event carrying the FIX answer) goes on this gateway's events stream in the
 same transaction, and the events thread sends it like any other report, in order. One attempt: on
 a Redis error the caller keeps the batch and tries again later, so nothing is lost or doubled.
+
+On a Redis Cluster the same batch goes out as one transaction per destination stream, each with its
+own done count (services.gateway.slots.ClusterIntake); a publisher taking over a run then skips,
+per destination, what its predecessor already put there (``skip``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import redis
 
 from services.gateway.inbound import Inbound, Refusal, Translated
-from services.gateway.resp import RespConnection
 from shared import streams
 from shared.config import Instrument
 from shared.fix.codec import split_fields
@@ -35,10 +39,18 @@ Wire = tuple[object, ...]
 EVERY_SHARD = frozenset((SessionEnded.CODE, EndOfDay.CODE))
 
 
+class Writer(Protocol):
+    """Where a batch goes: services.gateway.resp.RespConnection on one Redis, or
+    services.gateway.slots.ClusterIntake on a cluster."""
+
+    def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int,
+                     done: tuple[str, int] | None = None) -> list[int]: ...
+
+
 class Publisher:
     """Translates records and appends them to the orders stream of each command's shard."""
 
-    def __init__(self, conn: RespConnection, inbound: Inbound, instruments: Iterable[Instrument],
+    def __init__(self, conn: Writer, inbound: Inbound, instruments: Iterable[Instrument],
                  maxlen: int, done_key: str) -> None:
         self.conn = conn
         self.inbound = inbound
@@ -53,6 +65,9 @@ class Publisher:
         self.entries = 0  # stream entries written
         # Translated once: a retried batch is not translated (nor its refusals answered) again.
         self._pending: tuple[dict[str, list[Wire]], int] | None = None
+        # On a cluster, after taking over a run: destination stream -> the last record number an
+        # earlier publisher put there (a batch may have been half published, one shard's part only).
+        self.skip: dict[str, int] = {}
 
     def group(self, batch: Sequence[Sequence[object]]) -> tuple[dict[str, list[Wire]], int]:
         """Commands in wire form by orders stream, in arrival order, and how many there are.
@@ -111,15 +126,35 @@ class Publisher:
                 msgs.append(wire)
         return out, count
 
-    def publish(self, batch: Sequence[Sequence[object]], done: int | None) -> bool:
+    def group_skipping(self, batch: Sequence[Sequence[object]],
+                       numbers: Sequence[int]) -> tuple[dict[str, list[Wire]], int]:
+        """``group``, leaving out of each destination the records (numbered ``numbers``) that
+        ``skip`` says are there already; ``skip`` is forgotten once the batch passes them all."""
+        out: dict[str, list[Wire]] = {}
+        count = 0
+        for record, number in zip(batch, numbers, strict=True):
+            grouped, n = self.group([record])
+            kept = False
+            for stream, msgs in grouped.items():
+                if number > self.skip.get(stream, 0):
+                    out.setdefault(stream, []).extend(msgs)
+                    kept = True
+            count += n if kept else 0
+        if numbers and numbers[-1] >= max(self.skip.values(), default=0):
+            self.skip = {}
+        return out, count
+
+    def publish(self, batch: Sequence[Sequence[object]], done: int | None,
+                numbers: Sequence[int] | None = None) -> bool:
         """Publish ``batch`` and record ``done`` (records handled so far; None: no count kept);
-        False on a Redis error.
+        False on a Redis error. ``numbers``: each record's number, needed while ``skip`` is set.
 
         Call again with the same batch after a failure: it is translated only once (or ``forget``
         it, when it goes another way).
         """
         if self._pending is None:
-            self._pending = self.group(batch)
+            self._pending = (self.group_skipping(batch, numbers) if self.skip and numbers is not None
+                             else self.group(batch))
         grouped, count = self._pending
         entries = [(stream, encode_wire_batch(msgs)) for stream, msgs in grouped.items()]
         try:

@@ -21,7 +21,9 @@ Redis down: records wait here, and the publish is retried with back-off. The bou
 acceptor's (FIXLAB_GATEWAY_QUEUE records not yet on the bus): past it, it refuses new orders at
 once with a clear "exchange busy" text; the commands it makes itself are never refused. The count
 of records done is written in the same transaction as the orders, so a publisher started again
-after a crash skips the records its predecessor already published.
+after a crash skips the records its predecessor already published. On a Redis Cluster each
+destination stream has its own transaction and done count (services.gateway.slots), and a publisher
+started again skips, per destination, what its predecessor put there.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from services.gateway.intake import Publisher
 from services.gateway.records import COMMAND, FIX, RecordError, split_records
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import load_sessions, stp_modes
-from shared import gcpolicy, logs, streams
+from services.gateway.slots import ClusterIntake, done_keys
+from shared import gcpolicy, logs, redis_cluster, streams
 from shared.config import ConfigError
 from shared.schema import SchemaError, as_wire, decode
 
@@ -81,9 +84,16 @@ class IntakeLoop:
         inbound = Inbound(common.instruments, settings.gateway_id, f"{run}-p{generation}",
                           stp_modes(load_sessions(settings.sessions_file, settings.comp_ids)))
         self.done_key = streams.intake_done_key(settings.gateway_id, run)
-        self.conn = RespConnection(common.redis_url)
-        self.publisher = Publisher(self.conn, inbound, common.instruments, common.stream_maxlen,
-                                   self.done_key)
+        self.cluster: ClusterIntake | None = None
+        if redis_cluster.is_cluster_url(common.redis_url):
+            self.cluster = ClusterIntake(redis_cluster.cluster_client(common.redis_url),
+                                         done_keys(common.instruments, settings.gateway_id, run))
+            self.publisher = Publisher(self.cluster, inbound, common.instruments, common.stream_maxlen,
+                                       self.done_key)
+        else:
+            self.conn = RespConnection(common.redis_url)
+            self.publisher = Publisher(self.conn, inbound, common.instruments, common.stream_maxlen,
+                                       self.done_key)
         self.first = first
         self.received = first - 1  # number of the last record read
         self.done = first - 1  # number of the last record handled
@@ -157,18 +167,30 @@ class IntakeLoop:
         assert self.batch is not None
         if self.skip_upto is None:
             try:
-                raw = self.conn.call("GET", self.done_key)
+                self.skip_upto = self._learn_done()
             except redis.RedisError as exc:
                 log.warning("redis unavailable, cannot read what was published: %s", exc)
                 return False
-            self.skip_upto = int(raw) if raw else 0
             log.info("publisher started at record %d; %d already on the bus", self.first, self.skip_upto)
             self.batch = [(n, r) for n, r in self.batch if n > self.skip_upto]
-        if self.batch and not self.publisher.publish([r for _n, r in self.batch], self.batch_last):
+        numbers = [n for n, _r in self.batch] if self.publisher.skip else None
+        if self.batch and not self.publisher.publish([r for _n, r in self.batch], self.batch_last, numbers):
             return False
         self.batch = None
         self.done = self.batch_last
         return True
+
+    def _learn_done(self) -> int:
+        """The number of the last record every destination has (records up to it are skipped whole);
+        on a cluster, each destination's own goes to the publisher, for the records after it."""
+        if self.cluster is None:
+            raw = self.conn.call("GET", self.done_key)
+            return int(raw) if raw else 0
+        counts = self.cluster.done_counts()
+        low = min(counts.values())
+        if max(counts.values()) > low:
+            self.publisher.skip = counts
+        return low
 
     def report(self, force: bool = False) -> None:
         """Tell the acceptor how far we are: every ``report_s`` at most, and soon after the publisher

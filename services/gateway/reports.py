@@ -15,6 +15,10 @@ sends every event of a batch as a FIX message and publishes nothing. A batch is 
 after its reports were handed to QuickFIX; after a Redis failure the owed acknowledgement is retried
 (with the applied-id check) before any pending entry is read again, so a report is not sent twice.
 A new gateway process sends its pending ones again (at least once, as before).
+
+On a Redis Cluster, where one read may not name streams of several slots, the same guarantees hold
+per stream with redis-py's cluster client (``shared.bus.ClusterMultiStreamConsumer``: a consumer and
+a thread per stream, the handler called by one at a time).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import redis
 from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.outbound import MassCancelJoin, Outbound
 from shared import streams
-from shared.bus import Entry, LeanMultiStreamConsumer
+from shared.bus import ClusterMultiStreamConsumer, Entry, LeanMultiStreamConsumer, is_cluster
 from shared.resp import RespConnection
 
 log = logging.getLogger(__name__)
@@ -42,12 +46,18 @@ def events_streams(gateway_id: str, shards: Sequence[str]) -> list[str]:
 class ReportSender:
     """The events thread: consume the events streams, send each event as a FIX message."""
 
-    def __init__(self, r: redis.Redis, conn: RespConnection, gateway_id: str, shards: Sequence[str],
+    def __init__(self, r: redis.Redis, conn: RespConnection | None, gateway_id: str, shards: Sequence[str],
                  outbound: Outbound, registry: SessionRegistry, counters: Counters, *, count: int = 1000,
                  block_ms: int = 200, maxlen: int = 1_000_000) -> None:
-        self.consumer = LeanMultiStreamConsumer(r, conn, events_streams(gateway_id, shards),
-                                                streams.GATEWAY_GROUP, gateway_id, count=count,
-                                                block_ms=block_ms, maxlen=maxlen)
+        """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client)."""
+        names = events_streams(gateway_id, shards)
+        self.consumer: LeanMultiStreamConsumer | ClusterMultiStreamConsumer
+        if conn is None or is_cluster(r):
+            self.consumer = ClusterMultiStreamConsumer(r, names, streams.GATEWAY_GROUP, gateway_id,
+                                                       count=count, block_ms=block_ms, maxlen=maxlen)
+        else:
+            self.consumer = LeanMultiStreamConsumer(r, conn, names, streams.GATEWAY_GROUP, gateway_id,
+                                                    count=count, block_ms=block_ms, maxlen=maxlen)
         self.outbound = outbound
         # A mass cancel of every order is answered by each shard: one OrderMassCancelReport goes out.
         self.join = MassCancelJoin(outbound.shards)

@@ -29,6 +29,7 @@ from services.gateway.sessions import (
     trd_match_sessions,
 )
 from services.gateway.silence import SilenceWatchdog
+from services.gateway.slots import ClusterIntake
 from services.gateway.stalled import StallWatch
 from shared.bus import connect
 from shared.clock import now_ns
@@ -43,6 +44,7 @@ from shared.fix.dictionary import (
     write_exchange_dictionary,
 )
 from shared.health import HealthReporter
+from shared.redis_cluster import cluster_client, is_cluster_url
 from shared.schema import STP_OFF, SessionEnded, StpSetting
 
 log = logging.getLogger(__name__)
@@ -114,9 +116,14 @@ class Gateway:
                       if settings.stall_s > 0 else None)
         self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
         self.stp_configured = stp_modes(specs)  # the sessions file's; the lab page changes its own
+        # On a Redis Cluster: redis-py's cluster client where one Redis has a lean connection, every
+        # transaction in one slot (services.gateway.slots, shared.bus.ClusterMultiStreamConsumer).
+        self.cluster = is_cluster_url(common.redis_url)
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
         # thread), the same Publisher as the publisher process, no done count (no records).
-        self.direct = (DirectIntake(Publisher(RespConnection(common.redis_url, timeout_s=0.2),
+        writer = (ClusterIntake(cluster_client(common.redis_url, timeout_s=0.2), {}) if self.cluster
+                  else RespConnection(common.redis_url, timeout_s=0.2))
+        self.direct = (DirectIntake(Publisher(writer,
                                               Inbound(common.instruments, settings.gateway_id, prefix + "d",
                                                       stp_modes(specs)),
                                               common.instruments, common.stream_maxlen, ""),
@@ -134,7 +141,8 @@ class Gateway:
                               # Its own dictionary copy: the market-data thread parses with the other.
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
-        self.reports = ReportSender(connect(common.redis_url), RespConnection(common.redis_url),
+        self.reports = ReportSender(connect(common.redis_url),
+                                    None if self.cluster else RespConnection(common.redis_url),
                                     settings.gateway_id, common.shards, self.outbound,
                                     self.registry, self.counters)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,

@@ -10,7 +10,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import redis
 import redis.asyncio as aredis
@@ -20,7 +20,7 @@ from redis.backoff import ExponentialBackoff
 from services.web.limits import PageLimiter
 from services.web.settings import WebSettings
 from services.web.views import JSON, MarketView, hello_view
-from shared import health, streams
+from shared import health, redis_cluster, streams
 from shared.bus import REDIS_ERRORS, read_streams_async
 from shared.fix import dictionary
 from shared.schema import Depth, SchemaError, Trade, decode_batch
@@ -56,10 +56,18 @@ class Hub:
         # A pooled connection that the server closed (Redis restarted) fails on its first use: the
         # command goes again on a fresh connection. Connection errors only: after a time-out the
         # command may have run, and a visitor's order must not be sent twice.
-        self.r: aredis.Redis = aredis.Redis.from_url(
-            settings.common.redis_url, socket_timeout=5, socket_connect_timeout=5,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2), retry_on_error=[redis.ConnectionError])
-        self.sync_r = redis.Redis.from_url(settings.common.redis_url, socket_timeout=5)
+        url = settings.common.redis_url
+        if redis_cluster.is_cluster_url(url):
+            # A Redis Cluster: redis-py's cluster clients (each command names one slot; the market
+            # feed reads one stream per command, shared.bus.read_streams_async).
+            self.r: aredis.Redis = cast(aredis.Redis, redis_cluster.async_cluster_client(url))
+            self.sync_r: redis.Redis = cast(redis.Redis, redis_cluster.cluster_client(url))
+        else:
+            self.r = aredis.Redis.from_url(
+                url, socket_timeout=5, socket_connect_timeout=5,
+                retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+                retry_on_error=[redis.ConnectionError])
+            self.sync_r = redis.Redis.from_url(url, socket_timeout=5)
         self.dictionary = dictionary.load()
         self.limiter = PageLimiter(settings.pages_per_address, settings.pages_total)
         self.market = MarketView(settings.common, settings.tape_size)

@@ -68,6 +68,12 @@ def intake_done_key(gateway_id: str, run: str) -> str:
     return f"{PREFIX}:{{gw-{gateway_id}}}:intake:{run}"
 
 
+def shard_intake_done_key(shard: str, gateway_id: str, run: str) -> str:
+    """On a Redis Cluster: how many received records one gateway run's intake has put on one shard's
+    orders stream, in the shard's slot (set in the same transaction as those orders)."""
+    return f"{PREFIX}:{{shard-{shard}}}:intake:{gateway_id}:{run}"
+
+
 def health_key(service: str, instance: str) -> str:
     """A service instance's heartbeat and counters (a hash with a TTL)."""
     return f"{PREFIX}:health:{service}:{instance}"
@@ -87,8 +93,12 @@ DEADLETTER_STREAM = f"{PREFIX}:deadletter"
 
 
 def applied_key(stream: str, group: str) -> str:
-    """The last entry id whose effects a group's consumer published (see shared.bus)."""
-    return f"{stream}:applied:{group}"
+    """The last entry id whose effects a group's consumer published (see shared.bus), in the stream's
+    slot: it is set in the transaction that acknowledges the stream's entries, which a Redis Cluster
+    keeps to one slot. A stream without a hash tag (``LAB_START_STREAM``) lends its whole name."""
+    if "{" in stream:
+        return f"{stream}:applied:{group}"
+    return f"{{{stream}}}:applied:{group}"
 
 
 def bench_compids_key(run_id: str) -> str:

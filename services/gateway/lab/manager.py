@@ -172,8 +172,9 @@ class LabManager:
         log.error("lab: %s %s: %s", stream, entry_id.decode(), reason)
         fields = {b"stream": stream, b"id": entry_id, b"group": streams.GATEWAY_GROUP,
                   b"reason": reason, b"payload": repr(to_dict(msg))[:4096]}
-        effects.extra.append(lambda pipe: pipe.xadd(streams.DEADLETTER_STREAM, fields, maxlen=10_000,
-                                                    approximate=True))
+        # Another slot than the stream's: on a Redis Cluster it goes just before the acknowledgement.
+        effects.elsewhere.append(lambda pipe: pipe.xadd(streams.DEADLETTER_STREAM, fields, maxlen=10_000,
+                                                        approximate=True))
 
     def _on_starts(self, batch: list[Entry]) -> Effects:
         effects = Effects()

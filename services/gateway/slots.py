@@ -1,0 +1,95 @@
+"""The intake's writes on a Redis Cluster: one transaction per slot, a done count in each.
+
+On one Redis the intake publisher writes a batch in one MULTI/EXEC (services.gateway.resp): every
+shard's orders, the refusals on the gateway's events stream and the count of records done. A cluster
+refuses a transaction over several slots, so here each destination stream gets its own atomic write
+with its own done count in its slot (``shard_intake_done_key`` beside a shard's orders stream, the
+gateway's ``intake_done_key`` beside its events stream), as deploy/SCALING.md section 2 says. The
+write is a script (XADD, then SET of the count): unlike a MULTI, whose SET would still run when its
+XADD is refused at EXEC (a key of the wrong type), it sets no count for an entry it did not add.
+
+What the counts are for: a publisher started again after a crash skips, destination by destination,
+the records its predecessor already put there (``Publisher.skip``), so a batch half published
+(one shard's transaction ran, another's did not) is completed, not doubled. A transaction whose
+outcome is unknown (the connection failed after sending it) is checked against its count before
+it is sent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from shared import streams
+from shared.config import Instrument
+
+DAY_MS = 86_400_000  # as on one Redis: a run's done counts are kept a day
+
+# KEYS: stream, done count. ARGV: maxlen, batch field, payload, done, ttl in ms.
+_XADD_DONE = """
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', ARGV[2], ARGV[3])
+redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+"""
+
+
+def done_keys(instruments: Iterable[Instrument], gateway_id: str, run: str) -> dict[str, str]:
+    """Each stream the intake writes (every shard's orders, the gateway's events) -> its done count."""
+    keys = {streams.orders_stream(i.shard): streams.shard_intake_done_key(i.shard, gateway_id, run)
+            for i in instruments}
+    keys[streams.events_stream(gateway_id)] = streams.intake_done_key(gateway_id, run)
+    return keys
+
+
+class ClusterIntake:
+    """``RespConnection.xadd_batches`` for a cluster: one atomic write per destination stream."""
+
+    def __init__(self, r: RedisCluster, keys: Mapping[str, str]) -> None:
+        self.r = r
+        self.keys = keys  # destination stream -> its done count (same slot)
+        self._unsure: set[str] = set()  # streams whose last write may or may not have run
+        self._xadd_done = r.register_script(_XADD_DONE)
+
+    def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int,
+                     done: tuple[str, int] | None = None) -> list[int]:
+        """Append each (stream, encoded batch), each atomically with its stream's done count
+        (``done``'s number; its key is the one-Redis count, unused here); return the indexes that
+        failed. Raise when every one failed (nothing of the batch was applied)."""
+        failed: list[int] = []
+        error: redis.RedisError | None = None
+        for i, (stream, payload) in enumerate(entries):
+            key = None if done is None else self.keys[stream]
+            try:
+                if key is not None and stream in self._unsure and self._already(key, done):
+                    self._unsure.discard(stream)
+                    continue
+                if key is not None and done is not None:
+                    self._xadd_done(keys=[stream, key],
+                                    args=[maxlen, streams.BATCH_FIELD, payload, done[1], DAY_MS])
+                else:
+                    self.r.xadd(stream, {streams.BATCH_FIELD: payload}, maxlen=maxlen, approximate=True)
+                self._unsure.discard(stream)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self._unsure.add(stream)
+                failed.append(i)
+                error = exc
+            except redis.RedisError as exc:
+                failed.append(i)
+                error = exc
+        if error is not None and len(failed) == len(entries):
+            raise error
+        return failed
+
+    def _already(self, key: str, done: tuple[str, int] | None) -> bool:
+        raw: Any = self.r.get(key)
+        return done is not None and raw is not None and int(raw) >= done[1]
+
+    def done_counts(self) -> dict[str, int]:
+        """What the run's publishers put on each destination so far (0 where nothing)."""
+        out = {}
+        for stream, key in self.keys.items():
+            raw: Any = self.r.get(key)
+            out[stream] = int(raw) if raw else 0
+        return out
