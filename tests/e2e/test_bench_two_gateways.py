@@ -92,7 +92,6 @@ def test_the_bench_through_two_gateways_into_two_shards_on_one_redis(tmp_path: P
         assert run.stop() == 0
 
 
-@pytest.mark.skip(reason="services on a cluster not merged yet")
 @pytest.mark.skipif(shutil.which("redis-cli") is None, reason="redis-cli is needed to build a cluster")
 @pytest.mark.timeout(300)
 def test_the_bench_through_two_gateways_into_two_shards_on_the_cluster(tmp_path: Path) -> None:
