@@ -207,6 +207,9 @@ def model(doc: dict[str, Any]) -> dict[str, Any] | None:
     # carried it all; a cluster of R nodes with its keys spread evenly carries R times that.
     node = capacities(by["2x2-cluster"]["part_us_per_order"]).get("redis", redis) \
         if "2x2-cluster" in by else redis
+    # How evenly the cluster's slots spread the work: the busiest node's share of the Redis CPU.
+    by_node = by["2x2-cluster"].get("redis_us_per_order_by_node", {}) if "2x2-cluster" in by else {}
+    busiest = max(by_node.values()) / sum(by_node.values()) if by_node and sum(by_node.values()) else None
     every = base["record"]["cpu"].get("all_us_per_order", 0.0)
     cores = doc["machine"]["logical_cpus"]
     ready = bool(cap.get("matcher") and cap.get("gateway") and redis and node)
@@ -215,6 +218,7 @@ def model(doc: dict[str, Any]) -> dict[str, Any] | None:
         "gateway_orders_per_s": round(cap.get("gateway", 0)), "redis_orders_per_s": round(redis),
         "cluster_node_orders_per_s": round(node),
         "cluster_node_from": "2x2-cluster" if "2x2-cluster" in by else base["key"],
+        "cluster_busiest_node_share": round(busiest, 2) if busiest is not None else None,
         "this_machine_orders_per_s": round(cores * 1e6 / every) if every else None,
         "all_us_per_order": every, "cores": cores,
         "rows": model_rows(cap["matcher"], cap["gateway"], redis, node, MODEL_SHARDS, MODEL_GATEWAYS,
@@ -260,7 +264,9 @@ def markdown(doc: dict[str, Any]) -> str:
                   f"matcher {report.fmt_int(mod['matcher_orders_per_s'])} orders/s, gateway (the slower of "
                   f"its process and its publisher) {report.fmt_int(mod['gateway_orders_per_s'])}, one "
                   f"redis-server {report.fmt_int(mod['redis_orders_per_s'])}, a cluster node "
-                  f"{report.fmt_int(mod['cluster_node_orders_per_s'])} (from `{mod['cluster_node_from']}`). "
+                  f"{report.fmt_int(mod['cluster_node_orders_per_s'])} (from `{mod['cluster_node_from']}`"
+                  + (f"; its busiest node did {mod['cluster_busiest_node_share']:.0%} of the cluster's Redis "
+                     "work" if mod.get("cluster_busiest_node_share") else "") + "). "
                   f"This machine ({mod['cores']} cores, every process "
                   f"{mod['all_us_per_order']:.0f} µs of CPU an order): at most "
                   f"{report.fmt_int(mod['this_machine_orders_per_s'] or 0)} orders/s "
