@@ -54,8 +54,8 @@ if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
 
 SHARDS = "ACORN.LAB:a,BIRCH.LAB:b"
 GATEWAY = "gw1"
-SNAPSHOT_EVERY = 300  # commands between shard snapshots: a few seconds of this test's flow
-REST_EVERY, REST_MAX = 10, 6  # every 10th order of a session rests away from the mid, 6 per session
+SNAPSHOT_EVERY = 100  # commands between shard snapshots: a few seconds of this test's flow
+REST_EVERY, REST_MAX = 10, 10  # every 10th order of a session rests away from the mid, 10 per session
 AFTER = 60  # orders each ACORN.LAB session gets acknowledged after the kill before the load stops
 
 
@@ -96,19 +96,21 @@ def _resting_acknowledged(c: ChaosClient) -> set[str]:
             and v.news and not v.fills and not v.cancelled}
 
 
-def _since_snapshot(rc: RedisCluster) -> tuple[int, int] | None:
-    """(entries, commands) shard a applied after its latest snapshot; None before its first one."""
+def _shard_a(rc: RedisCluster) -> tuple[set[str], int, int] | None:
+    """Shard a's latest snapshot: (the ClOrdIDs resting in it, entries and commands applied after
+    it); None before its first one."""
     blob: Any = rc.get(streams.snapshot_key("a"))
     if blob is None:
         return None
     snap = decode(blob)
     assert isinstance(snap, MatcherSnapshot)
+    held = {o[2] for o in snap.orders}
     stream = streams.orders_stream("a")
     applied: Any = rc.get(streams.applied_key(stream, streams.MATCHER_GROUP))
     if applied is None or applied.decode() == snap.last_id:
-        return 0, 0
+        return held, 0, 0
     rows: Any = rc.xrange(stream, min=f"({snap.last_id}", max=applied.decode())
-    return len(rows), sum(len(decode_batch(f[streams.BATCH_FIELD])) for _id, f in rows)
+    return held, len(rows), sum(len(decode_batch(f[streams.BATCH_FIELD])) for _id, f in rows)
 
 
 def _settled(clients: list[ChaosClient], rc: RedisCluster, env: Mapping[str, str], quiet_s: float = 2.0
@@ -193,14 +195,26 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
     eventually(lambda: len(_resting_acknowledged(acorn)) >= 4 and len(_resting_acknowledged(birch)) >= 4,
                timeout=120, what="resting orders acknowledged on both books")
 
-    def past_a_snapshot() -> bool:
-        got = _since_snapshot(rc)
-        return got is not None and got[0] >= 1 and got[1] <= SNAPSHOT_EVERY // 2
+    split: list[set[str]] = []
 
-    eventually(past_a_snapshot, timeout=180, interval=0.005, what="shard a past a snapshot of its own")
+    def past_a_snapshot() -> bool:
+        """Resting orders both in shard a's snapshot and acknowledged after it (so the restart must
+        restore some and replay others), with room before the next snapshot."""
+        got = _shard_a(rc)
+        if got is None:
+            return False
+        held, entries, commands = got
+        rest = _resting_acknowledged(acorn)
+        if entries >= 1 and commands <= SNAPSHOT_EVERY // 2 and len(rest & held) >= 2 and rest - held:
+            split[:] = [rest & held, rest - held]
+            return True
+        return False
+
+    eventually(past_a_snapshot, timeout=180, interval=0.005,
+               what="shard a past a snapshot, with resting orders in it and after it")
     pid = run.started_pids()["matcher-a"][-1]
     pid_b = run.started_pids()["matcher-b"][-1]
-    resting_before = _resting_acknowledged(acorn)
+    resting_before = split[0] | split[1]
     birch_resting_before = _resting_acknowledged(birch)
     before_restart = len([x for x in run.lines if re.match(r"run +\| restarted matcher-a ", x)])
     os.kill(pid, signal.SIGKILL)
@@ -302,7 +316,8 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
     assert symbols == {"ACORN.LAB", "BIRCH.LAB"}
     print(f"\nshard a down {outage:.2f}s (kill to first ACORN.LAB New of an order sent after it); "
           f"meanwhile BIRCH.LAB: {len(birch_news)} New, {len(birch_fills)} fills; replayed "
-          f"{line.group(2)} entries; {len(by_match)} trades; "
+          f"{line.group(2)} entries; resting on shard a before the kill: {len(split[0])} in its snapshot, "
+          f"{len(split[1])} after it; {len(by_match)} trades; "
           + ", ".join(f"{c.drivers[next(iter(c.drivers))].comp_id}..: {len(c.ledger.orders)} orders"
                       for c in clients))
 
