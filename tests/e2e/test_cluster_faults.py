@@ -243,6 +243,10 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
     back_at = min(t for t, f in _seen(acorn) if after_kill(f.get(11, "")))
     assert back_at > restarted_at > killed_at
     outage = back_at - killed_at
+    # ACORN.LAB orders sent before the kill that the dead matcher had not answered (read or not):
+    # counted for the report, not asserted (the kill may land when every one had been answered).
+    in_flight = {f[11] for t, f in _seen(acorn) if f.get(150) == "0" and t > restarted_at
+                 and not after_kill(f[11])}
 
     # During the outage shard b acknowledged orders sent after the kill and traded them.
     in_outage = [f for t, f in _seen(birch) if killed_at < t < back_at and after_kill(f.get(11, ""))]
@@ -314,7 +318,8 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
         assert len({(f[55], f[31], f[32]) for f in pair}) == 1
     symbols = {f[55] for f in fills}
     assert symbols == {"ACORN.LAB", "BIRCH.LAB"}
-    print(f"\nshard a down {outage:.2f}s (kill to first ACORN.LAB New of an order sent after it); "
+    print(f"\nshard a down {outage:.2f}s (kill to first ACORN.LAB New of an order sent after it; "
+          f"{len(in_flight)} sent before the kill acknowledged by the new matcher); "
           f"meanwhile BIRCH.LAB: {len(birch_news)} New, {len(birch_fills)} fills; replayed "
           f"{line.group(2)} entries; resting on shard a before the kill: {len(split[0])} in its snapshot, "
           f"{len(split[1])} after it; {len(by_match)} trades; "
