@@ -4,7 +4,8 @@ Three masters started here (shared.redis_cluster.LocalCluster), then the runner 
 services``) on them with two matcher shards (ACORN.LAB on a, BIRCH.LAB on b), one gateway, bots off.
 Strict QuickFIX initiators (the stock FIX44.xml, benchmarks/chaos/client.py) send a steady flow on
 both instruments: orders at the mid that trade with each other, and GTC orders away from it that stay
-in the books. Once shard a's matcher is past a snapshot of its own (so a restart must replay), it is
+in the books. Once shard a's snapshot holds resting orders of the test and another rested after it
+(so a restart must both restore and replay), and before its next snapshot is due, its matcher is
 killed with SIGKILL; the runner starts it again, and it recovers from its snapshot plus the
 acknowledged entries after it.
 
