@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -25,12 +26,14 @@ class Runner:
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
         self.lines: list[str] = []
+        self.times: list[float] = []  # when each line arrived (time.monotonic()), for ordering events
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
+            self.times.append(time.monotonic())
             self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def find(self, pattern: str) -> re.Match[str] | None:
