@@ -24,6 +24,10 @@ def _addr(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _addrs(text: str) -> list[tuple[str, int]]:
+    return [_addr(item.strip()) for item in text.split(",") if item.strip()]
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -59,12 +63,14 @@ def _instruments(symbols: str, prices: str) -> tuple[tuple[str, str], ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m services.bench", description=__doc__)
-    p.add_argument("--addr", type=_addr, action="append",
-                   help="exchange HOST:PORT (default 127.0.0.1:9878); once per gateway, or once for the "
-                        "first of --gateways on consecutive ports (the runner's layout)")
+    p.add_argument("--addr", type=_addr, default=("127.0.0.1", 9878),
+                   help="exchange HOST:PORT; with --gateways N, the first gateway's, the others on the "
+                        "following ports (the runner's layout)")
+    p.add_argument("--addrs", type=_addrs,
+                   help="every gateway's HOST:PORT, comma separated, gateway 1 first (in place of --addr)")
     p.add_argument("--gateways", type=_positive,
-                   help="gateways sharing the BENCH CompIDs (default FIXLAB_GATEWAYS, else 1): each "
-                        "session goes to the one whose range holds its CompID")
+                   help="gateways sharing the BENCH CompIDs (default: as many as --addrs names, else "
+                        "FIXLAB_GATEWAYS, else 1): each session goes to the one whose range holds its CompID")
     p.add_argument("--sessions", type=_positive, default=1, help="FIX sessions in the whole run")
     p.add_argument("--window", type=_positive, default=1, help="most unanswered orders per session")
     p.add_argument("--orders", type=_positive, default=20_000, help="measured orders in the whole run")
@@ -101,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: --instances > 1 meets on Redis: set REDIS_URL", file=sys.stderr)
         return 2
     try:
-        addrs = args.addr or [("127.0.0.1", 9878)]
-        gateways = args.gateways or (len(addrs) if len(addrs) > 1 else gateway_count(os.environ))
+        addrs = args.addrs or [args.addr]
+        gateways = args.gateways or (len(addrs) if args.addrs else gateway_count(os.environ))
         addresses = gateway_addresses(addrs, gateways)
         instruments = _instruments(args.symbol, args.price)
     except (ValueError, ConfigError) as exc:

@@ -44,12 +44,13 @@ def accepted(r: Any, shard: str, gateway_id: str) -> Counter[str]:
     return out
 
 
-def bench_through(run: Runner, fix_port: int, redis_url: str, tmp: Path) -> None:
+def bench_through(run: Runner, fix_port: int, redis_url: str, tmp: Path, where: list[str]) -> None:
+    """``where``: the bench's arguments naming the gateways (both ways it takes them are used)."""
     for k in (1, 2):
         run.wait_line(rf"gateway gw{k} ready on port {fix_port + k - 1} \(gateway {k} of 2", timeout=120)
     out = tmp / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "services.bench", "--addr", f"127.0.0.1:{fix_port}", "--gateways", "2",
+        [sys.executable, "-m", "services.bench", *where,
          "--sessions", str(SESSIONS), "--window", str(WINDOW), "--orders", str(ORDERS),
          "--warmup", str(WARMUP), "--symbol", ",".join(SHARDS), "--price", "100.00,25.00",
          "--stall", "20", "--out", str(out)],
@@ -88,7 +89,8 @@ def test_the_bench_through_two_gateways_into_two_shards_on_one_redis(tmp_path: P
         url = run.wait_line(r"private redis-server on (redis://\S+)").group(1)
         services = run.wait_line(r"run +\| services: (.*)", timeout=120).group(1).split(", ")
         assert services == ["matcher-a", "matcher-b", "gateway-1", "gateway-2", "web", "bots"]
-        bench_through(run, fix_port, url, tmp_path)
+        bench_through(run, fix_port, url, tmp_path,
+                      ["--addrs", f"127.0.0.1:{fix_port},127.0.0.1:{fix_port + 1}"])
         assert run.stop() == 0
 
 
@@ -102,5 +104,6 @@ def test_the_bench_through_two_gateways_into_two_shards_on_the_cluster(tmp_path:
         nodes = run.wait_line(r"started a private Redis Cluster: 3 masters on (.*) \(data in", timeout=60)
         services = run.wait_line(r"run +\| services: (.*)", timeout=120).group(1).split(", ")
         assert services == ["matcher-a", "matcher-b", "gateway-1", "gateway-2", "web", "bots"]
-        bench_through(run, fix_port, nodes.group(1).replace(" ", ""), tmp_path)
+        bench_through(run, fix_port, nodes.group(1).replace(" ", ""), tmp_path,
+                      ["--addr", f"127.0.0.1:{fix_port}", "--gateways", "2"])
         assert run.stop() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import quickfix as fix
 
+from services.bench.__main__ import parser
 from services.bench.engine import bench_comp_ids, initiator_settings
 from services.bench.plan import bench_pool, gateway_addresses, session_plans
 from shared.compids import BENCH_COMP_IDS, gateway_comp_ids, gateway_of
@@ -66,3 +67,12 @@ def test_initiator_settings_name_each_sessions_gateway() -> None:
         return d.getString("SocketConnectHost"), d.getString("SocketConnectPort")
     assert where("BENCH001") == ("127.0.0.1", "5000")
     assert where("BENCH129") == ("127.0.0.2", "6000")
+
+
+def test_the_cli_takes_one_address_or_every_gateways() -> None:
+    one = parser().parse_args(["--addr", "gw:9878", "--gateways", "2"])
+    assert (one.addr, one.addrs, one.gateways) == (("gw", 9878), None, 2)
+    both = parser().parse_args(["--addrs", "h1:9878, h2:9990"])
+    assert both.addrs == [("h1", 9878), ("h2", 9990)]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--addrs", "h1:9878,h2"])
