@@ -72,7 +72,10 @@ def bench_once(spec: RunSpec, port: int, warmup: int, workdir: Path, label: str,
     argv = [sys.executable, "-m", "services.bench", "--addr", f"127.0.0.1:{port}",
             "--sessions", str(spec.sessions), "--window", str(spec.window), "--orders", str(spec.orders),
             "--warmup", str(warmup), "--out", str(out), "--latencies", str(lat), "--progress",
-            "--stall", str(stall_s), "--run-id", f"{label}-{int(time.time())}", *extra]
+            "--stall", str(stall_s), "--run-id", f"{label}-{int(time.time())}",
+            # One gateway unless ``extra`` says otherwise (the last --gateways counts), whatever
+            # FIXLAB_GATEWAYS the shell exported: the stacks here start one unless told otherwise.
+            "--gateways", "1", *extra]
     # Generous: a broken exchange shows as a stall (lost orders) long before this.
     timeout = 120 + spec.orders / 200
     proc = subprocess.Popen(argv, env=base_env(), stdout=subprocess.DEVNULL, stderr=None)
