@@ -21,9 +21,10 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
+from redis.cluster import RedisCluster
 
 from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
@@ -31,6 +32,7 @@ from services.matcher.lease import Lease
 from shared import bus, redis_cluster, resp, streams
 from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, id_after
 from shared.clock import now_ns
+from shared.cluster_node import SlotConnection
 from shared.health import HealthReporter
 from shared.resp import RespConnection
 from shared.schema import (
@@ -107,7 +109,12 @@ class MatcherService:
         url = settings.common.redis_url
         if resp.supports(url) and not self.cluster:
             return LeanStreamConsumer(args[0], RespConnection(url), *args[1:], **kwargs)
-        # rediss:// (TLS stays with redis-py), or a cluster: redis-py finds the shard's node.
+        if resp.supports(url) and self.cluster:
+            # Every key of the shard is in one slot: a lean connection to its master, which follows
+            # the slot to its new owner after a failover or a resharding (shared.cluster_node).
+            conn = SlotConnection(cast(RedisCluster, self.r), self.stream)
+            return LeanStreamConsumer(args[0], conn, *args[1:], **kwargs)
+        # rediss:// (TLS stays with redis-py).
         return StreamConsumer(*args, **kwargs)
 
     def _new_engine(self) -> Engine:
