@@ -1,0 +1,167 @@
+"""The lean (hiredis) path on a real Redis Cluster: a matcher's consumer talks straight to the master of
+its shard's slot (shared.cluster_node.SlotConnection), and keeps going when the slot moves under it
+(a resharding: MIGRATE of the shard's keys, then the slot handed over) or its master fails over to a
+replica, with every order applied once: nothing lost, nothing doubled."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
+
+from services.matcher.config import load
+from services.matcher.service import MatcherService
+from shared import streams
+from shared.bus import LeanStreamConsumer, publish
+from shared.cluster_node import SlotConnection
+from shared.redis_cluster import LocalCluster
+from shared.schema import Accepted, NewOrder, decode_batch
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
+    pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)
+
+ORDERS = streams.orders_stream("0")
+EVENTS = streams.shard_events_stream("0", "gw1")
+SLOT = key_slot(ORDERS.encode())
+
+
+def _node_id(port: int) -> str:
+    with redis.Redis(port=port) as c:
+        return str(c.execute_command("CLUSTER", "MYID").decode())
+
+
+def _owner_port(ports: list[int]) -> int:
+    for port in ports:
+        with redis.Redis(port=port) as c:
+            rows: Any = c.execute_command("CLUSTER", "SLOTS")
+            for start, end, master, *_ in rows:
+                if start <= SLOT <= end:
+                    return int(master[1])
+    raise AssertionError(f"no node serves slot {SLOT}")
+
+
+def _migrate_slot(source: int, target: int, masters: list[int]) -> None:
+    """Move the shard's slot from one master to another, keys and all, as ``redis-cli --cluster
+    reshard`` does for each slot: IMPORTING/MIGRATING, MIGRATE the keys, then SETSLOT NODE everywhere."""
+    src, dst = redis.Redis(port=source), redis.Redis(port=target)
+    try:
+        src_id, dst_id = _node_id(source), _node_id(target)
+        dst.execute_command("CLUSTER", "SETSLOT", SLOT, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", SLOT, "MIGRATING", dst_id)
+        while True:
+            keys: Any = src.execute_command("CLUSTER", "GETKEYSINSLOT", SLOT, 2)
+            if not keys:
+                break
+            src.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys)
+            time.sleep(0.05)  # let the matcher run into the half-moved slot (ASK, TRYAGAIN)
+        dst.execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", dst_id)
+        src.execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", dst_id)
+        for port in masters:
+            if port not in (source, target):
+                with redis.Redis(port=port) as c:
+                    c.execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", dst_id)
+    finally:
+        src.close()
+        dst.close()
+
+
+def _replica_of(local: LocalCluster, master: int) -> int:
+    master_id = _node_id(master)
+    for node in local.nodes:
+        with redis.Redis(port=node.port) as c:
+            info: Any = c.execute_command("CLUSTER", "NODES")
+            me = next(line for line in info.decode().splitlines() if "myself" in line).split()
+            if "slave" in me[2] and me[3] == master_id:
+                return node.port
+    raise AssertionError(f"no replica of {master}")
+
+
+def _order(i: int) -> NewOrder:
+    # A buy, then a sell that fills it: each is answered with one Accepted (and a fill).
+    return NewOrder(f"CLIENT0{1 + i % 2}", f"c{i}", "ACORN.LAB", 1 + i % 2, 10000, 1, 0, "gw1", i + 1, i)
+
+
+@pytest.fixture(params=["resharding", "failover"])
+def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, LocalCluster]]:
+    replicas = 1 if request.param == "failover" else 0
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=replicas) as local:
+        yield request.param, local
+
+
+def test_the_lean_matcher_follows_its_slot_to_a_new_master(setup: tuple[str, LocalCluster]) -> None:
+    how, local = setup
+    rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", local.first_port)])
+    masters = [n.port for n in local.nodes[:local.masters]]
+    total = 600
+    settings = load({"REDIS_URL": local.url, "FIXLAB_MATCHER_BLOCK_MS": "50",
+                     "FIXLAB_MATCHER_HEALTH_SECONDS": "0.2", "FIXLAB_MATCHER_BATCH": "8",
+                     "FIXLAB_MATCHER_SNAPSHOT_EVERY": "50"})
+    service = MatcherService(settings)
+    assert isinstance(service.consumer, LeanStreamConsumer)
+    conn = service.consumer.conn
+    assert isinstance(conn, SlotConnection)
+    before = _owner_port(masters)
+    assert conn.address == f"127.0.0.1:{before}"
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            service.run(stop)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    def produce() -> None:
+        for i in range(total):
+            publish(rc, ORDERS, [_order(i)], 1_000_000)
+            time.sleep(0.003)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    producer = threading.Thread(target=produce, daemon=True)
+    try:
+        producer.start()
+        eventually(lambda: service.engine.commands >= total // 4, timeout=30, what="a quarter applied")
+        if how == "resharding":
+            after = next(p for p in masters if p != before)
+            _migrate_slot(before, after, masters)
+        else:
+            after = _replica_of(local, before)
+            with redis.Redis(port=after) as replica:
+                replica.execute_command("CLUSTER", "FAILOVER")  # the graceful, manual one
+        producer.join(60)
+        assert not producer.is_alive()
+        last: Any = rc.xrevrange(ORDERS, count=1)
+        last_id = last[0][0]
+
+        def applied() -> bool:
+            assert not errors, errors
+            done: Any = rc.get(streams.applied_key(ORDERS, streams.MATCHER_GROUP))
+            return bool(done == last_id)
+
+        eventually(applied, timeout=60, what="every order applied after the slot moved")
+        assert _owner_port(masters + [after]) == after
+        assert conn.address == f"127.0.0.1:{after}"
+        assert conn.redirects >= 1 or how == "failover"
+    finally:
+        stop.set()
+        thread.join(15)
+        rc.close()
+    assert not thread.is_alive() and not errors, errors
+    rows: Any = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", after)]).xrange(EVENTS)
+    got = [m for _, f in rows for m in decode_batch(f[streams.BATCH_FIELD])]
+    accepted = [m.clordid for m in got if isinstance(m, Accepted)]
+    assert len(accepted) == total, [m for m in got if not isinstance(m, Accepted)][:3]
+    assert accepted == [f"c{i}" for i in range(total)]  # each once, in order
+    assert service.engine.resting_orders == 0
