@@ -151,7 +151,7 @@ def test_the_lean_matcher_follows_its_slot_to_a_new_master(setup: tuple[str, Loc
             return bool(done == last_id)
 
         eventually(applied, timeout=60, what="every order applied after the slot moved")
-        assert _owner_port(masters + [after]) == after
+        assert _owner_port([*masters, after]) == after
         assert conn.address == f"127.0.0.1:{after}"
         assert conn.redirects >= 1 or how == "failover"
     finally:
