@@ -16,7 +16,8 @@ acknowledged.
 whose batches are small: each batch's transaction and the next read go out in one write.
 ``LeanMultiStreamConsumer`` runs it on several streams at once (a gateway's events from every
 matcher shard); on a Redis Cluster, where one command names one slot, ``ClusterMultiStreamConsumer``
-does it with one consumer (and thread) per stream on redis-py's cluster client. ``read_streams``
+does it with one consumer (and thread) per slot, lean ones on a connection to the slot's master
+(shared.cluster_node) or redis-py's cluster client. ``read_streams``
 (and ``read_streams_async``) follow several streams without a group: one XREAD on one Redis, one
 per stream on a Redis Cluster.
 
@@ -43,6 +44,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from shared import redis_cluster, streams
+from shared.cluster_node import SlotConnection
 from shared.resp import CommandBuffer, RespConnection, bulk, check, command
 from shared.schema import Message, SchemaError, decode_batch, encode_batch
 
@@ -412,6 +414,8 @@ class LeanStreamConsumer(StreamConsumer):
         """MULTI, the effects, XACK, SET applied id, EXEC: (the bytes, the number of replies)."""
         buf = CommandBuffer()
         buf.commands.append(_MULTI)
+        if self.cluster and effects is not None:  # another slot's calls: sent now, at least once
+            effects = self._publish_elsewhere(effects)
         if effects is not None:
             for stream, msgs in effects.out.items():
                 if msgs:
@@ -590,14 +594,25 @@ class ClusterMultiStreamConsumer:
     the loop's guarantees for its stream: pending entries first, the batch acknowledged with its
     applied id in one transaction in the stream's slot. The handler is called by one thread at a
     time, each stream's batches in order (streams interleave as they arrive).
+
+    ``lean``: each slot's streams get a ``LeanMultiStreamConsumer`` instead, on a lean connection to
+    the slot's master (shared.cluster_node.SlotConnection, which follows the slot when it moves): the
+    same guarantees, without redis-py's cost per call.
     """
 
     def __init__(self, r: RedisCluster | redis.Redis, names: Sequence[str], group: str, name: str, *,
-                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000) -> None:
+                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000, lean: bool = False) -> None:
         if not names:
             raise ValueError("no stream to consume")
-        self.lanes = [StreamConsumer(cast(redis.Redis, r), stream, group, name, count=count,
-                                     block_ms=block_ms, maxlen=maxlen) for stream in names]
+        self.lanes: list[StreamConsumer | LeanMultiStreamConsumer]
+        if lean and isinstance(r, RedisCluster):
+            self.lanes = [LeanMultiStreamConsumer(cast(redis.Redis, r), SlotConnection(r, in_slot[0]),
+                                                  in_slot, group, name, count=count, block_ms=block_ms,
+                                                  maxlen=maxlen)
+                          for in_slot in by_slot(names)]
+        else:
+            self.lanes = [StreamConsumer(cast(redis.Redis, r), stream, group, name, count=count,
+                                         block_ms=block_ms, maxlen=maxlen) for stream in names]
         self._lock = threading.Lock()
 
     @property
@@ -623,13 +638,23 @@ class ClusterMultiStreamConsumer:
             thread.join()
 
     @staticmethod
-    def _lane(lane: StreamConsumer, handle: Handler, stop: threading.Event) -> None:
+    def _lane(lane: StreamConsumer | LeanMultiStreamConsumer, handle: Handler, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 lane.run(handle, stop)
             except Exception:  # an error reply the loop does not retry: this stream only, again soon
-                log.exception("consumer of %s: unexpected error; reading again in 1 s", lane.stream)
+                what = lane.stream if isinstance(lane, StreamConsumer) else ", ".join(
+                    x.stream for x in lane.lanes)
+                log.exception("consumer of %s: unexpected error; reading again in 1 s", what)
                 stop.wait(1.0)
+
+
+def by_slot(names: Sequence[str]) -> list[list[str]]:
+    """``names`` grouped by cluster slot, in order of first appearance (one read may name one slot)."""
+    groups: dict[int, list[str]] = {}
+    for stream in names:
+        groups.setdefault(key_slot(stream.encode()), []).append(stream)
+    return list(groups.values())
 
 
 StreamRows = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]  # an XREAD reply

@@ -188,6 +188,9 @@ class CommonSettings:
     instruments: tuple[Instrument, ...]
     stream_maxlen: int = 1_000_000
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # On a Redis Cluster, the lean connections (shared.cluster_node) where one Redis has them;
+    # FIXLAB_CLUSTER_LEAN=0 goes back to redis-py's cluster client for every call.
+    cluster_lean: bool = True
 
     def __repr__(self) -> str:
         return (f"CommonSettings(redis_url={redact_url(self.redis_url)!r}, "
@@ -215,6 +218,7 @@ def common_settings(env: Mapping[str, str] | None = None) -> CommonSettings:
         redis_url=url,
         instruments=parse_instruments(env),
         stream_maxlen=env_int(env, ENV_PREFIX + "STREAM_MAXLEN", 1_000_000, lo=1000),
+        cluster_lean=env_bool(env, ENV_PREFIX + "CLUSTER_LEAN", True),
     )
 
 

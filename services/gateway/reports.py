@@ -17,8 +17,9 @@ after its reports were handed to QuickFIX; after a Redis failure the owed acknow
 A new gateway process sends its pending ones again (at least once, as before).
 
 On a Redis Cluster, where one read may not name streams of several slots, the same guarantees hold
-per stream with redis-py's cluster client (``shared.bus.ClusterMultiStreamConsumer``: a consumer and
-a thread per stream, the handler called by one at a time).
+per slot (``shared.bus.ClusterMultiStreamConsumer``: a lean consumer and a thread per slot, on a
+connection to the slot's master, the handler called by one at a time; with FIXLAB_CLUSTER_LEAN=0 one
+per stream on redis-py's cluster client).
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ class ReportSender:
 
     def __init__(self, r: redis.Redis, conn: RespConnection | None, gateway_id: str, shards: Sequence[str],
                  outbound: Outbound, registry: SessionRegistry, counters: Counters, *, count: int = 1000,
-                 block_ms: int = 200, maxlen: int = 1_000_000) -> None:
-        """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client)."""
+                 block_ms: int = 200, maxlen: int = 1_000_000, lean: bool = False) -> None:
+        """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client),
+        where ``lean`` reads each slot over a lean connection to its master."""
         names = events_streams(gateway_id, shards)
         self.consumer: LeanMultiStreamConsumer | ClusterMultiStreamConsumer
         if conn is None or is_cluster(r):
             self.consumer = ClusterMultiStreamConsumer(r, names, streams.GATEWAY_GROUP, gateway_id,
-                                                       count=count, block_ms=block_ms, maxlen=maxlen)
+                                                       count=count, block_ms=block_ms, maxlen=maxlen,
+                                                       lean=lean)
         else:
             self.consumer = LeanMultiStreamConsumer(r, conn, names, streams.GATEWAY_GROUP, gateway_id,
                                                     count=count, block_ms=block_ms, maxlen=maxlen)

@@ -144,7 +144,8 @@ class Gateway:
         self.reports = ReportSender(connect(common.redis_url),
                                     None if self.cluster else RespConnection(common.redis_url),
                                     settings.gateway_id, common.shards, self.outbound,
-                                    self.registry, self.counters)
+                                    self.registry, self.counters,
+                                    lean=self.cluster and common.cluster_lean)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
         self.labs: LabManager | None = None

@@ -109,12 +109,12 @@ class MatcherService:
         url = settings.common.redis_url
         if resp.supports(url) and not self.cluster:
             return LeanStreamConsumer(args[0], RespConnection(url), *args[1:], **kwargs)
-        if resp.supports(url) and self.cluster:
+        if resp.supports(url) and self.cluster and settings.common.cluster_lean:
             # Every key of the shard is in one slot: a lean connection to its master, which follows
             # the slot to its new owner after a failover or a resharding (shared.cluster_node).
             conn = SlotConnection(cast(RedisCluster, self.r), self.stream)
             return LeanStreamConsumer(args[0], conn, *args[1:], **kwargs)
-        # rediss:// (TLS stays with redis-py).
+        # rediss:// (TLS stays with redis-py), or FIXLAB_CLUSTER_LEAN=0 on a cluster.
         return StreamConsumer(*args, **kwargs)
 
     def _new_engine(self) -> Engine:

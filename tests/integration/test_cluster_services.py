@@ -116,14 +116,20 @@ def test_a_publisher_taking_over_completes_a_half_published_batch(rc: RedisClust
     assert rc.get(keys[B]) == b"4"
 
 
-def test_the_events_consumer_reads_each_stream_on_its_own_node(rc: RedisCluster, local: LocalCluster) -> None:
+@pytest.mark.parametrize("lean", [False, True], ids=["redis-py", "lean"])
+def test_the_events_consumer_reads_each_stream_on_its_own_node(rc: RedisCluster, local: LocalCluster,
+                                                               lean: bool) -> None:
     names = [streams.events_stream("gw1"), streams.shard_events_stream("a", "gw1"),
              streams.shard_events_stream("b", "gw1")]
     for i, name in enumerate(names):
         publish(rc, name, [Accepted("S", f"c{i}", "O", "ACORN.LAB", 1, 1, 1, 0, f"E{i}", i)], 1000)
     publish(rc, names[0], [Refused("S", "body", 9)], 1000)
     r = connect(local.url)
-    consumer = ClusterMultiStreamConsumer(r, names, streams.GATEWAY_GROUP, "gw1", block_ms=100)
+    consumer = ClusterMultiStreamConsumer(r, names, streams.GATEWAY_GROUP, "gw1", block_ms=100, lean=lean)
+    if lean:  # one lean consumer per slot, each on a connection to its slot's master
+        assert [type(lane).__name__ for lane in consumer.lanes] == ["LeanMultiStreamConsumer"] * 3
+        assert {lane.conn.address for lane in consumer.lanes  # type: ignore[union-attr]
+                } == {rc.get_node_from_key(n).name for n in names}
     got: list[tuple[str, Any]] = []
     inside = threading.Lock()
     overlaps: list[bool] = []
