@@ -121,7 +121,8 @@ class Gateway:
         self.cluster = is_cluster_url(common.redis_url)
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
         # thread), the same Publisher as the publisher process, no done count (no records).
-        writer = (ClusterIntake(cluster_client(common.redis_url, timeout_s=0.2), {}) if self.cluster
+        writer = (ClusterIntake(cluster_client(common.redis_url, timeout_s=0.2), {}, lean=common.cluster_lean,
+                                timeout_s=0.2) if self.cluster
                   else RespConnection(common.redis_url, timeout_s=0.2))
         self.direct = (DirectIntake(Publisher(writer,
                                               Inbound(common.instruments, settings.gateway_id, prefix + "d",

@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import hiredis
 import redis
 from redis.cluster import RedisCluster
 
 from shared import streams
+from shared.cluster_node import SlotConnection
 from shared.config import Instrument
+from shared.resp import check, command
 
 DAY_MS = 86_400_000  # as on one Redis: a run's done counts are kept a day
 
@@ -44,13 +47,22 @@ def done_keys(instruments: Iterable[Instrument], gateway_id: str, run: str) -> d
 
 
 class ClusterIntake:
-    """``RespConnection.xadd_batches`` for a cluster: one atomic write per destination stream."""
+    """``RespConnection.xadd_batches`` for a cluster: one atomic write per destination stream.
 
-    def __init__(self, r: RedisCluster, keys: Mapping[str, str]) -> None:
+    ``lean``: each destination's write goes over a lean connection to its slot's master
+    (shared.cluster_node.SlotConnection: EVALSHA, hiredis replies, the slot followed when it moves)
+    instead of redis-py's cluster client; the done-count checks stay on ``r`` (they are rare).
+    """
+
+    def __init__(self, r: RedisCluster, keys: Mapping[str, str], *, lean: bool = False,
+                 timeout_s: float = 5.0) -> None:
         self.r = r
         self.keys = keys  # destination stream -> its done count (same slot)
         self._unsure: set[str] = set()  # streams whose last write may or may not have run
         self._xadd_done = r.register_script(_XADD_DONE)
+        self.lean = lean
+        self.timeout_s = timeout_s
+        self._conns: dict[str, SlotConnection] = {}  # destination stream -> its master (lean)
 
     def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int,
                      done: tuple[str, int] | None = None) -> list[int]:
@@ -65,7 +77,9 @@ class ClusterIntake:
                 if key is not None and stream in self._unsure and self._already(key, done):
                     self._unsure.discard(stream)
                     continue
-                if key is not None and done is not None:
+                if self.lean:
+                    self._write_lean(stream, payload, maxlen, key, done)
+                elif key is not None and done is not None:
                     self._xadd_done(keys=[stream, key],
                                     args=[maxlen, streams.BATCH_FIELD, payload, done[1], DAY_MS])
                 else:
@@ -81,6 +95,26 @@ class ClusterIntake:
         if error is not None and len(failed) == len(entries):
             raise error
         return failed
+
+    def _write_lean(self, stream: str, payload: bytes, maxlen: int, key: str | None,
+                    done: tuple[str, int] | None) -> None:
+        """The same write as redis-py's, over the lean connection to ``stream``'s master."""
+        conn = self._conns.get(stream)
+        if conn is None:
+            conn = self._conns[stream] = SlotConnection(self.r, stream, timeout_s=self.timeout_s)
+        if key is None or done is None:
+            check(conn.roundtrip(command(b"XADD", stream, b"MAXLEN", b"~", maxlen, b"*",
+                                         streams.BATCH_FIELD, payload), 1)[0])
+            return
+        args = (2, stream, key, maxlen, streams.BATCH_FIELD, payload, done[1], DAY_MS)
+        reply = conn.roundtrip(command(b"EVALSHA", self._xadd_done.sha, *args), 1)[0]
+        if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
+            reply = conn.roundtrip(command(b"EVAL", _XADD_DONE, *args), 1)[0]  # and cached there
+        check(reply)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
 
     def _already(self, key: str, done: tuple[str, int] | None) -> bool:
         raw: Any = self.r.get(key)

@@ -67,9 +67,11 @@ def _pending(rc: RedisCluster, stream: str) -> int:
     return int(summary["pending"])
 
 
-def test_the_intake_writes_each_destination_in_its_own_transaction(rc: RedisCluster) -> None:
+@pytest.mark.parametrize("lean", [False, True], ids=["redis-py", "lean"])
+def test_the_intake_writes_each_destination_in_its_own_transaction(rc: RedisCluster, lean: bool) -> None:
     keys = done_keys(INSTS, "gw", "r1")
-    publisher = Publisher(ClusterIntake(rc, keys), Inbound(INSTS, "gw"), INSTS, 1000, keys[EVENTS])
+    intake = ClusterIntake(rc, keys, lean=lean)
+    publisher = Publisher(intake, Inbound(INSTS, "gw"), INSTS, 1000, keys[EVENTS])
     batch = [(NOS.format(2, "a1", "ACORN.LAB", "100.00"), 1), (NOS.format(3, "b1", "BIRCH.LAB", "25.00"), 1),
              (NOS.format(4, "bad", "ACORN.LAB", "100.001"), 1)]
     assert publisher.publish(batch, 3)
@@ -89,6 +91,10 @@ def test_the_intake_writes_each_destination_in_its_own_transaction(rc: RedisClus
     assert publisher.publish(batch, 5)
     assert ids_of(rc, A) == ["a1", "a2"] and ids_of(rc, B) == ["b2"]
     assert rc.get(keys[A]) == rc.get(keys[B]) == b"5"
+    if lean:  # each destination over its own connection, to its slot's master
+        assert {s: c.address for s, c in intake._conns.items()} == {
+            s: rc.get_node_from_key(s).name for s in (A, B, EVENTS)}
+    intake.close()
 
 
 def test_a_publisher_taking_over_completes_a_half_published_batch(rc: RedisCluster, local: LocalCluster
@@ -110,6 +116,8 @@ def test_a_publisher_taking_over_completes_a_half_published_batch(rc: RedisClust
     finally:
         os.close(r)
         os.close(w)
+        if intake.cluster is not None:
+            intake.cluster.close()
     assert intake.skip_upto == 0  # nothing is on every destination: each one skips its own
     assert ids_of(rc, A) == []  # a1 and a2 were there already (records 1 and 3)
     assert ids_of(rc, B) == ["b1", "b2"]  # records 2 and 4: b had only record 1
