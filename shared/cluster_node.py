@@ -71,10 +71,10 @@ class SlotConnection(RespConnection):
         if url is None:
             try:
                 self.cluster.nodes_manager.initialize()  # ask the nodes that answer for a fresh slot map
-            except rex.RedisError as exc:
+                url = owner_url(self.cluster, self.slot)
+            except (rex.RedisError, rex.RedisClusterException) as exc:  # the latter: no node answered
                 log.warning("cannot refresh the cluster's slot map (%s); trying %s again", exc, self.address)
                 return  # stays stale: resolved again on the next attempt
-            url = owner_url(self.cluster, self.slot)
         self._moved_to = None
         self._stale = False
         before = self.address
