@@ -17,13 +17,14 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
+from services.gateway.slots import ClusterIntake
 from services.matcher.config import load
 from services.matcher.service import MatcherService
 from shared import streams
-from shared.bus import LeanStreamConsumer, publish
+from shared.bus import ClusterMultiStreamConsumer, Entry, LeanStreamConsumer, publish
 from shared.cluster_node import SlotConnection
 from shared.redis_cluster import LocalCluster
-from shared.schema import Accepted, NewOrder, decode_batch
+from shared.schema import Accepted, NewOrder, decode_batch, encode_batch
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -165,3 +166,65 @@ def test_the_lean_matcher_follows_its_slot_to_a_new_master(setup: tuple[str, Loc
     assert len(accepted) == total, [m for m in got if not isinstance(m, Accepted)][:3]
     assert accepted == [f"c{i}" for i in range(total)]  # each once, in order
     assert service.engine.resting_orders == 0
+
+
+def test_the_lean_events_thread_and_intake_follow_a_resharding(tmp_path: Path) -> None:
+    # The gateway's side: its intake writes (EVALSHA with the done count) to shard 0's orders stream
+    # and its events thread reads shard 0's events stream for it (and its own), both over lean
+    # connections, while shard 0's slot moves to another master.
+    with LocalCluster(tmp_path / "cluster", masters=3) as local:
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", local.first_port)])
+        masters = [n.port for n in local.nodes[:local.masters]]
+        names = [streams.events_stream("gw1"), EVENTS]
+        done_key = streams.shard_intake_done_key("0", "gw1", "r1")
+        intake = ClusterIntake(rc, {ORDERS: done_key}, lean=True, timeout_s=1.0)
+        consumer = ClusterMultiStreamConsumer(rc, names, streams.GATEWAY_GROUP, "gw1", block_ms=50, lean=True)
+        total = 400
+        handled: list[str] = []
+
+        def handle(batch: list[Entry]) -> None:
+            handled.extend(m.clordid for _, msgs in batch for m in msgs if isinstance(m, Accepted))
+
+        def produce() -> None:
+            for i in range(total):
+                event = Accepted("S", f"e{i}", "O", "ACORN.LAB", 1, 1, 1, 0, f"E{i}", i)
+                publish(rc, EVENTS, [event], 10_000)
+                payload = encode_batch([_order(i)])
+                while True:  # as the publisher does: the failed destination again (its count checked)
+                    try:
+                        if not intake.xadd_batches([(ORDERS, payload)], 10_000, ("", i + 1)):
+                            break
+                    except redis.RedisError:
+                        pass
+                    time.sleep(0.02)
+                time.sleep(0.003)
+
+        stop = threading.Event()
+        thread = threading.Thread(target=consumer.run, args=(handle, stop), daemon=True)
+        producer = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        producer.start()
+        try:
+            eventually(lambda: len(handled) >= total // 4, timeout=30, what="a quarter handled")
+            before = _owner_port(masters)
+            after = next(p for p in masters if p != before)
+            _migrate_slot(before, after, masters)
+            producer.join(60)
+            assert not producer.is_alive()
+            eventually(lambda: len(handled) >= total, timeout=30, what="every event handled")
+        finally:
+            stop.set()
+            thread.join(10)
+            intake.close()
+        assert not thread.is_alive()
+        assert handled == [f"e{i}" for i in range(total)]  # each once, in order
+        rows: Any = rc.xrange(ORDERS)
+        assert [getattr(m, "clordid", None) for _, f in rows for m in decode_batch(f[streams.BATCH_FIELD])
+                ] == [f"c{i}" for i in range(total)]
+        assert rc.get(done_key) == str(total).encode()
+        assert intake._conns[ORDERS].address == f"127.0.0.1:{after}"
+        assert intake._conns[ORDERS].redirects >= 1
+        lane = next(x for x in consumer.lanes if EVENTS in [y.stream for y in x.lanes])  # type: ignore[union-attr]
+        assert lane.conn.address == f"127.0.0.1:{after}"  # type: ignore[union-attr]
+        assert lane.conn.redirects >= 1  # type: ignore[union-attr]
+        rc.close()
