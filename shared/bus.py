@@ -43,6 +43,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from shared import redis_cluster, streams
+from shared.replication import FAILOVER_ERRORS, NodePin, pin_for
 from shared.resp import CommandBuffer, RespConnection, bulk, check, command
 from shared.schema import Message, SchemaError, decode_batch, encode_batch
 
@@ -125,7 +126,9 @@ class StreamConsumer:
     def __init__(self, r: redis.Redis, stream: str, group: str, name: str, *, count: int = 500,
                  block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
                  decode_payload: Callable[[bytes], list[Any]] = decode_batch,
-                 deadletter: str = streams.DEADLETTER_STREAM) -> None:
+                 deadletter: str = streams.DEADLETTER_STREAM, wait_replicas: int = 0) -> None:
+        """``wait_replicas`` (a cluster only; shared.replication): hand the handler no batch before
+        that many replicas hold it (and what the stream's node wrote before it)."""
         self.r = r
         self.decode_payload = decode_payload
         self.deadletter = deadletter
@@ -142,12 +145,15 @@ class StreamConsumer:
         self.deadlettered = 0
         self.cluster = is_cluster(r)
         self.slot = key_slot(stream.encode())
+        self.pin: NodePin | None = pin_for(r, stream, wait_replicas)
 
     def ensure(self) -> None:
         ensure_group(self.r, self.stream, self.group, self.start_id)
 
     def read(self) -> list[Entry]:
         """Return the next batch: own pending entries after a (re)start, then new entries."""
+        if self.pin is not None:
+            return self._read_confirmed(self.pin)
         if self._pending_first:
             rows: Any = self.r.xreadgroup(self.group, self.name, {self.stream: "0"}, count=self.count)
             entries = rows[0][1] if rows else []
@@ -157,6 +163,25 @@ class StreamConsumer:
         rows = self.r.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count,
                                  block=self.block_ms)
         return self._decode(rows[0][1]) if rows else []
+
+    def _read_confirmed(self, pin: NodePin) -> list[Entry]:
+        """``read`` on the stream's node, then WAIT on that connection: an XREADGROUP that delivers
+        entries is replicated after the writes before it, so its confirmation covers them."""
+        c = pin.client()
+        rows: Any = []
+        if self._pending_first:
+            rows = c.xreadgroup(self.group, self.name, {self.stream: "0"}, count=self.count)
+            if not (rows and rows[0][1]):
+                self._pending_first = False
+        if not self._pending_first:
+            rows = c.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count,
+                                block=self.block_ms)
+        if not (rows and rows[0][1]):
+            return []
+        if not pin.confirmed():
+            # Not yet on a replica: nothing of it is told. Read it again (pending) and WAIT again.
+            raise redis.TimeoutError(f"no replica of {pin.address} confirmed {self.stream} yet")
+        return self._decode(rows[0][1])
 
     def _decode(self, raw_entries: Iterable[tuple[bytes, dict[bytes, bytes] | None]]) -> list[Entry]:
         out: list[Entry] = []
@@ -241,7 +266,7 @@ class StreamConsumer:
                 first = False
                 self.commit(ids, effects)
                 return True
-            except REDIS_ERRORS as exc:
+            except (*REDIS_ERRORS, *FAILOVER_ERRORS) as exc:
                 log.warning("redis unavailable while committing (%s); retrying in %.2fs", exc, delay)
                 if stop.wait(delay):
                     return False
@@ -251,7 +276,9 @@ class StreamConsumer:
         """After a failed read: re-read pending entries first, back off on an outage; return the next
         back-off. A lost group (NOGROUP) is created again at once; any other error reply is raised."""
         self._pending_first = True
-        if isinstance(exc, redis.ResponseError):
+        if self.pin is not None and isinstance(exc, (redis.ConnectionError, *FAILOVER_ERRORS)):
+            self.pin.reset(exc)
+        if isinstance(exc, redis.ResponseError) and not isinstance(exc, FAILOVER_ERRORS):
             if "NOGROUP" not in str(exc):
                 raise exc
             log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
@@ -593,11 +620,13 @@ class ClusterMultiStreamConsumer:
     """
 
     def __init__(self, r: RedisCluster | redis.Redis, names: Sequence[str], group: str, name: str, *,
-                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000) -> None:
+                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000,
+                 wait_replicas: int = 0) -> None:
         if not names:
             raise ValueError("no stream to consume")
         self.lanes = [StreamConsumer(cast(redis.Redis, r), stream, group, name, count=count,
-                                     block_ms=block_ms, maxlen=maxlen) for stream in names]
+                                     block_ms=block_ms, maxlen=maxlen, wait_replicas=wait_replicas)
+                      for stream in names]
         self._lock = threading.Lock()
 
     @property
