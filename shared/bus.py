@@ -114,6 +114,11 @@ def id_after(a: bytes | str, b: bytes | str) -> bool:
     return _id_tuple(a) > _id_tuple(b)
 
 
+class WritesLost(RuntimeError):
+    """Redis no longer holds an acknowledgement this consumer committed: a Redis Cluster failover
+    promoted a replica that had not received it (or a Redis restarted without its last writes)."""
+
+
 class StreamConsumer:
     """One consumer in a group on one stream: pending entries first, then new ones.
 
@@ -146,6 +151,8 @@ class StreamConsumer:
         self.cluster = is_cluster(r)
         self.slot = key_slot(stream.encode())
         self.pin: NodePin | None = pin_for(r, stream, wait_replicas)
+        self.committed: bytes | None = None  # the last id this consumer's commit went through for
+        self._verify = False  # after a Redis error: is what we committed still there?
 
     def ensure(self) -> None:
         ensure_group(self.r, self.stream, self.group, self.start_id)
@@ -239,6 +246,16 @@ class StreamConsumer:
         pipe.xack(self.stream, self.group, *ids)
         pipe.set(self.applied_key, ids[-1])
         pipe.execute()
+        self.committed = ids[-1]
+
+    def check_not_lost(self) -> None:
+        """Raise WritesLost when the applied id Redis holds is before the last one committed here."""
+        if self.committed is None:
+            return
+        done = self.r.get(self.applied_key)
+        if done is None or id_after(self.committed, done):
+            raise WritesLost(f"{self.applied_key} is {done!r} after {self.committed.decode()} was committed: "
+                             f"Redis lost acknowledged writes")
 
     def _publish_elsewhere(self, effects: Effects) -> Effects:
         """On a cluster: run the ``elsewhere`` calls now, each command to its own node; return what
@@ -261,8 +278,11 @@ class StreamConsumer:
         first = not attempted
         while True:
             try:
-                if not first and self.already_applied(ids[-1]):
-                    return True
+                if not first:
+                    if self.already_applied(ids[-1]):
+                        return True
+                    if self.pin is None:  # the batch before this one must still be there
+                        self.check_not_lost()
                 first = False
                 self.commit(ids, effects)
                 return True
@@ -271,6 +291,24 @@ class StreamConsumer:
                 if stop.wait(delay):
                     return False
                 delay = min(delay * 2, 2.0)
+
+    def _after_outage(self, batch: list[Entry]) -> list[Entry]:
+        """The first batch after a Redis error. A consumer that waits for replicas (the gateway's)
+        drops what it already handled (a failover can lose its acknowledgement, never the entries it
+        read: they were confirmed) and acknowledges it again; any other raises WritesLost when Redis
+        lost its last commit (the matcher rebuilds its state from what Redis kept)."""
+        if self.pin is None:
+            self.check_not_lost()
+            return batch
+        committed = self.committed
+        if committed is None:
+            return batch
+        seen = [entry_id for entry_id, _ in batch if not id_after(entry_id, committed)]
+        if seen:
+            log.warning("%s: %d entries handled before a failover came again; acknowledged, not resent",
+                        self.stream, len(seen))
+            self.r.xack(self.stream, self.group, *seen)
+        return [(entry_id, msgs) for entry_id, msgs in batch if id_after(entry_id, committed)]
 
     def _read_failed(self, exc: redis.RedisError, delay: float, stop: threading.Event) -> float:
         """After a failed read: re-read pending entries first, back off on an outage; return the next
@@ -301,9 +339,15 @@ class StreamConsumer:
             except (redis.ResponseError, *REDIS_ERRORS) as exc:
                 delay = self._read_failed(exc, delay, stop)
                 need_group = True
+                self._verify = True
                 continue
             if not batch:
                 continue
+            if self._verify:
+                self._verify = False
+                batch = self._after_outage(batch)
+                if not batch:
+                    continue
             effects = handle(batch)
             if not self.commit_retrying([entry_id for entry_id, _ in batch], effects, stop):
                 return

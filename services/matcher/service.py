@@ -29,7 +29,7 @@ from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
 from shared import bus, redis_cluster, resp, streams
-from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, id_after
+from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, WritesLost, id_after
 from shared.clock import now_ns
 from shared.health import HealthReporter
 from shared.resp import RespConnection
@@ -322,7 +322,10 @@ class MatcherService:
             health = HealthReporter(self.r, "matcher", self.shard, self.counters,
                                     interval_s=self.settings.health_interval_s).start()
             try:
-                self.consumer.run(self.handle, stop)
+                try:
+                    self.consumer.run(self.handle, stop)
+                except WritesLost as exc:  # a failover's promoted replica lacks our last commit
+                    raise RecoveryError(f"{exc}: restart to rebuild from what Redis kept") from None
                 self._final_snapshot()
             finally:
                 health.stop()
