@@ -131,9 +131,13 @@ class StreamConsumer:
     def __init__(self, r: redis.Redis, stream: str, group: str, name: str, *, count: int = 500,
                  block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
                  decode_payload: Callable[[bytes], list[Any]] = decode_batch,
-                 deadletter: str = streams.DEADLETTER_STREAM, wait_replicas: int = 0) -> None:
+                 deadletter: str = streams.DEADLETTER_STREAM, wait_replicas: int = 0,
+                 check_lost: bool = False) -> None:
         """``wait_replicas`` (a cluster only; shared.replication): hand the handler no batch before
-        that many replicas hold it (and what the stream's node wrote before it)."""
+        that many replicas hold it (and what the stream's node wrote before it). ``check_lost`` (a
+        cluster only): each read of new entries also reads the applied id, in the same round trip,
+        and raises WritesLost when it is before the last one committed here (a failover the cluster
+        client followed without an error lost the commit: only a consumer keeping state needs it)."""
         self.r = r
         self.decode_payload = decode_payload
         self.deadletter = deadletter
@@ -153,6 +157,7 @@ class StreamConsumer:
         self.pin: NodePin | None = pin_for(r, stream, wait_replicas)
         self.committed: bytes | None = None  # the last id this consumer's commit went through for
         self._verify = False  # after a Redis error: is what we committed still there?
+        self.check_lost = check_lost and self.cluster
 
     def ensure(self) -> None:
         ensure_group(self.r, self.stream, self.group, self.start_id)
@@ -167,8 +172,20 @@ class StreamConsumer:
             if entries:
                 return self._decode(entries)
             self._pending_first = False
+        if self.check_lost and self.committed is not None:
+            return self._read_checked(self.committed)
         rows = self.r.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count,
                                  block=self.block_ms)
+        return self._decode(rows[0][1]) if rows else []
+
+    def _read_checked(self, committed: bytes) -> list[Entry]:
+        pipe = self.r.pipeline(transaction=False)
+        pipe.get(self.applied_key)
+        pipe.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count, block=self.block_ms)
+        done, rows = pipe.execute()
+        if done is None or id_after(committed, done):
+            raise WritesLost(f"{self.applied_key} is {done!r} after {committed.decode()} was committed: "
+                             f"Redis lost acknowledged writes")
         return self._decode(rows[0][1]) if rows else []
 
     def _read_confirmed(self, pin: NodePin) -> list[Entry]:

@@ -33,14 +33,15 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, MovedError, TryAgainError
+from redis.exceptions import ClusterDownError, MovedError, ReadOnlyError, TryAgainError
 
 from shared import streams
 
 log = logging.getLogger(__name__)
 
-# What a cluster says while a slot changes owner: back off and follow it, as after a lost connection.
-FAILOVER_ERRORS = (MovedError, ClusterDownError, TryAgainError)
+# What a cluster says while a slot changes owner (a node just demoted to replica refuses writes:
+# READONLY): back off and follow it, as after a lost connection.
+FAILOVER_ERRORS = (MovedError, ClusterDownError, TryAgainError, ReadOnlyError)
 WAIT_TIMEOUT_MS = 500  # one WAIT; the caller retries (and may stop) between them
 
 

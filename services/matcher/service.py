@@ -108,7 +108,7 @@ class MatcherService:
         if resp.supports(url) and not self.cluster:
             return LeanStreamConsumer(args[0], RespConnection(url), *args[1:], **kwargs)
         # rediss:// (TLS stays with redis-py), or a cluster: redis-py finds the shard's node.
-        return StreamConsumer(*args, **kwargs)
+        return StreamConsumer(*args, **kwargs, check_lost=self.cluster)
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-",
