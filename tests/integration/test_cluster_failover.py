@@ -198,7 +198,15 @@ def test_an_intake_write_is_done_only_once_a_replica_holds_it(cluster: LocalClus
     reported done and the failover lost it."""
     intake = ClusterIntake(rc, {STREAM: DONE}, wait_replicas=wait_replicas)
     payload = encode_batch([message(7)])
-    assert intake.xadd_batches([(STREAM, encode_batch([message(6)]))], 1000, ("", 1)) == []
+
+    def publish(payload: bytes, done: int) -> bool:
+        try:
+            return intake.xadd_batches([(STREAM, payload)], 1000, ("", done)) == []
+        except redis.RedisError:  # not confirmed yet (a busy machine), or the slot is moving
+            return False
+
+    # The publisher retries until its write is confirmed (a WAIT may time out on a busy machine).
+    eventually(lambda: publish(encode_batch([message(6)]), 1), timeout=30, what="the first write")
     master, replica = owner_and_replica(cluster, STREAM)
     with _plain(master) as m:
         m.execute_command("WAIT", 1, 2000)  # the first write is on the replica
@@ -214,12 +222,8 @@ def test_an_intake_write_is_done_only_once_a_replica_holds_it(cluster: LocalClus
     rejoin(cluster, master)
     if wait_replicas:
         # The publisher's retry (the acceptor kept the records): the count on the promoted replica.
-        def publish_again() -> bool:
-            try:
-                return intake.xadd_batches([(STREAM, payload)], 1000, ("", 2)) == []
-            except redis.RedisError:  # the slot is moving: the publisher retries with back-off
-                return False
-        eventually(publish_again, timeout=30, interval=0.2, what="the unsure write done after the failover")
+        eventually(lambda: publish(payload, 2), timeout=30, interval=0.2,
+                   what="the unsure write done after the failover")
     with _plain(replica) as promoted:
         sessions = sessions_in(promoted)
         count = int(promoted.get(DONE) or 0)
