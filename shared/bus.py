@@ -298,7 +298,7 @@ class StreamConsumer:
                 if not first:
                     if self.already_applied(ids[-1]):
                         return True
-                    if self.pin is None:  # the batch before this one must still be there
+                    if self.check_lost:  # the batch before this one must still be there
                         self.check_not_lost()
                 first = False
                 self.commit(ids, effects)
@@ -312,10 +312,11 @@ class StreamConsumer:
     def _after_outage(self, batch: list[Entry]) -> list[Entry]:
         """The first batch after a Redis error. A consumer that waits for replicas (the gateway's)
         drops what it already handled (a failover can lose its acknowledgement, never the entries it
-        read: they were confirmed) and acknowledges it again; any other raises WritesLost when Redis
-        lost its last commit (the matcher rebuilds its state from what Redis kept)."""
+        read: they were confirmed) and acknowledges it again; one with ``check_lost`` (the matcher on a
+        cluster) raises WritesLost when Redis lost its last commit; any other goes on as before."""
         if self.pin is None:
-            self.check_not_lost()
+            if self.check_lost:
+                self.check_not_lost()
             return batch
         committed = self.committed
         if committed is None:
