@@ -188,6 +188,9 @@ class CommonSettings:
     instruments: tuple[Instrument, ...]
     stream_maxlen: int = 1_000_000
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # On a Redis Cluster with replicas: what is told outside Redis waits for this many to hold it
+    # (shared.replication; WAIT). 0, the default: not waited for (and always so on one Redis).
+    wait_replicas: int = 0
 
     def __repr__(self) -> str:
         return (f"CommonSettings(redis_url={redact_url(self.redis_url)!r}, "
@@ -215,6 +218,7 @@ def common_settings(env: Mapping[str, str] | None = None) -> CommonSettings:
         redis_url=url,
         instruments=parse_instruments(env),
         stream_maxlen=env_int(env, ENV_PREFIX + "STREAM_MAXLEN", 1_000_000, lo=1000),
+        wait_replicas=env_int(env, ENV_PREFIX + "REDIS_WAIT_REPLICAS", 0, lo=0, hi=5),
     )
 
 

@@ -87,7 +87,8 @@ class IntakeLoop:
         self.cluster: ClusterIntake | None = None
         if redis_cluster.is_cluster_url(common.redis_url):
             self.cluster = ClusterIntake(redis_cluster.cluster_client(common.redis_url),
-                                         done_keys(common.instruments, settings.gateway_id, run))
+                                         done_keys(common.instruments, settings.gateway_id, run),
+                                         wait_replicas=common.wait_replicas)
             self.publisher = Publisher(self.cluster, inbound, common.instruments, common.stream_maxlen,
                                        self.done_key)
         else:

@@ -48,13 +48,15 @@ class ReportSender:
 
     def __init__(self, r: redis.Redis, conn: RespConnection | None, gateway_id: str, shards: Sequence[str],
                  outbound: Outbound, registry: SessionRegistry, counters: Counters, *, count: int = 1000,
-                 block_ms: int = 200, maxlen: int = 1_000_000) -> None:
-        """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client)."""
+                 block_ms: int = 200, maxlen: int = 1_000_000, wait_replicas: int = 0) -> None:
+        """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client).
+        ``wait_replicas``: on a cluster, send a batch's reports only once that many replicas hold it."""
         names = events_streams(gateway_id, shards)
         self.consumer: LeanMultiStreamConsumer | ClusterMultiStreamConsumer
         if conn is None or is_cluster(r):
             self.consumer = ClusterMultiStreamConsumer(r, names, streams.GATEWAY_GROUP, gateway_id,
-                                                       count=count, block_ms=block_ms, maxlen=maxlen)
+                                                       count=count, block_ms=block_ms, maxlen=maxlen,
+                                                       wait_replicas=wait_replicas)
         else:
             self.consumer = LeanMultiStreamConsumer(r, conn, names, streams.GATEWAY_GROUP, gateway_id,
                                                     count=count, block_ms=block_ms, maxlen=maxlen)

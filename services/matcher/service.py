@@ -29,7 +29,7 @@ from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
 from shared import bus, redis_cluster, resp, streams
-from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, id_after
+from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, WritesLost, id_after
 from shared.clock import now_ns
 from shared.health import HealthReporter
 from shared.resp import RespConnection
@@ -108,7 +108,7 @@ class MatcherService:
         if resp.supports(url) and not self.cluster:
             return LeanStreamConsumer(args[0], RespConnection(url), *args[1:], **kwargs)
         # rediss:// (TLS stays with redis-py), or a cluster: redis-py finds the shard's node.
-        return StreamConsumer(*args, **kwargs)
+        return StreamConsumer(*args, **kwargs, check_lost=self.cluster)
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-",
@@ -322,7 +322,10 @@ class MatcherService:
             health = HealthReporter(self.r, "matcher", self.shard, self.counters,
                                     interval_s=self.settings.health_interval_s).start()
             try:
-                self.consumer.run(self.handle, stop)
+                try:
+                    self.consumer.run(self.handle, stop)
+                except WritesLost as exc:  # a failover's promoted replica lacks our last commit
+                    raise RecoveryError(f"{exc}: restart to rebuild from what Redis kept") from None
                 self._final_snapshot()
             finally:
                 health.stop()
