@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         specs = stack_specs(env=env)  # one matcher per shard of FIXLAB_SHARDS, one service per gateway
         addresses = fix_addresses(env)
         fsync = env_str(env, "FIXLAB_REDIS_APPENDFSYNC", DEFAULT_APPENDFSYNC)
+        # --cluster: replicas per master (0 by default); with any, what is told waits for one.
+        replicas = env_int(env, "FIXLAB_CLUSTER_REPLICAS", 0, lo=0, hi=2)
+        if args.cluster and replicas:
+            env.setdefault("FIXLAB_REDIS_WAIT_REPLICAS", "1")
         if fsync not in APPENDFSYNC:
             raise ConfigError(f"FIXLAB_REDIS_APPENDFSYNC={fsync!r} is not one of {', '.join(APPENDFSYNC)}")
     except ConfigError as exc:
@@ -59,13 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         # contradict (the lab keeps nothing across runs of the cluster either).
         shutil.rmtree(run_dir / "cluster", ignore_errors=True)
         try:
-            cluster = LocalCluster(run_dir / "cluster", masters=3, appendonly=True, appendfsync=fsync,
-                                   die_with_parent=True).start()
+            cluster = LocalCluster(run_dir / "cluster", masters=3, replicas=replicas, appendonly=True,
+                                   appendfsync=fsync, die_with_parent=True).start()
         except ClusterError as exc:
             print(f"fixlab: {exc}", file=sys.stderr)
             return 1
         env["REDIS_URL"] = cluster.url
-        print(f"run     | started a private Redis Cluster: 3 masters on "
+        each = f" ({replicas} replicas each, waited for: FIXLAB_REDIS_WAIT_REPLICAS)" if replicas else ""
+        print(f"run     | started a private Redis Cluster: 3 masters{each} on "
               f"{', '.join(n.address for n in cluster.nodes)} (data in {run_dir / 'cluster'}, AOF with "
               f"appendfsync {fsync})", flush=True)
     elif not env.get("REDIS_URL"):

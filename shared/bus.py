@@ -45,6 +45,7 @@ from redis.crc import key_slot
 
 from shared import redis_cluster, streams
 from shared.cluster_node import SlotConnection
+from shared.replication import FAILOVER_ERRORS, NodePin, pin_for
 from shared.resp import CommandBuffer, RespConnection, bulk, check, command
 from shared.schema import Message, SchemaError, decode_batch, encode_batch
 
@@ -115,6 +116,11 @@ def id_after(a: bytes | str, b: bytes | str) -> bool:
     return _id_tuple(a) > _id_tuple(b)
 
 
+class WritesLost(RuntimeError):
+    """Redis no longer holds an acknowledgement this consumer committed: a Redis Cluster failover
+    promoted a replica that had not received it (or a Redis restarted without its last writes)."""
+
+
 class StreamConsumer:
     """One consumer in a group on one stream: pending entries first, then new ones.
 
@@ -127,7 +133,13 @@ class StreamConsumer:
     def __init__(self, r: redis.Redis, stream: str, group: str, name: str, *, count: int = 500,
                  block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
                  decode_payload: Callable[[bytes], list[Any]] = decode_batch,
-                 deadletter: str = streams.DEADLETTER_STREAM) -> None:
+                 deadletter: str = streams.DEADLETTER_STREAM, wait_replicas: int = 0,
+                 check_lost: bool = False) -> None:
+        """``wait_replicas`` (a cluster only; shared.replication): hand the handler no batch before
+        that many replicas hold it (and what the stream's node wrote before it). ``check_lost`` (a
+        cluster only): each read of new entries also reads the applied id, in the same round trip,
+        and raises WritesLost when it is before the last one committed here (a failover the cluster
+        client followed without an error lost the commit: only a consumer keeping state needs it)."""
         self.r = r
         self.decode_payload = decode_payload
         self.deadletter = deadletter
@@ -144,21 +156,58 @@ class StreamConsumer:
         self.deadlettered = 0
         self.cluster = is_cluster(r)
         self.slot = key_slot(stream.encode())
+        self.pin: NodePin | None = pin_for(r, stream, wait_replicas)
+        self.committed: bytes | None = None  # the last id this consumer's commit went through for
+        self._verify = False  # after a Redis error: is what we committed still there?
+        self.check_lost = check_lost and self.cluster
 
     def ensure(self) -> None:
         ensure_group(self.r, self.stream, self.group, self.start_id)
 
     def read(self) -> list[Entry]:
         """Return the next batch: own pending entries after a (re)start, then new entries."""
+        if self.pin is not None:
+            return self._read_confirmed(self.pin)
         if self._pending_first:
             rows: Any = self.r.xreadgroup(self.group, self.name, {self.stream: "0"}, count=self.count)
             entries = rows[0][1] if rows else []
             if entries:
                 return self._decode(entries)
             self._pending_first = False
+        if self.check_lost and self.committed is not None:
+            return self._read_checked(self.committed)
         rows = self.r.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count,
                                  block=self.block_ms)
         return self._decode(rows[0][1]) if rows else []
+
+    def _read_checked(self, committed: bytes) -> list[Entry]:
+        pipe = self.r.pipeline(transaction=False)
+        pipe.get(self.applied_key)
+        pipe.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count, block=self.block_ms)
+        done, rows = pipe.execute()
+        if done is None or id_after(committed, done):
+            raise WritesLost(f"{self.applied_key} is {done!r} after {committed.decode()} was committed: "
+                             f"Redis lost acknowledged writes")
+        return self._decode(rows[0][1]) if rows else []
+
+    def _read_confirmed(self, pin: NodePin) -> list[Entry]:
+        """``read`` on the stream's node, then WAIT on that connection: an XREADGROUP that delivers
+        entries is replicated after the writes before it, so its confirmation covers them."""
+        c = pin.client()
+        rows: Any = []
+        if self._pending_first:
+            rows = c.xreadgroup(self.group, self.name, {self.stream: "0"}, count=self.count)
+            if not (rows and rows[0][1]):
+                self._pending_first = False
+        if not self._pending_first:
+            rows = c.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.count,
+                                block=self.block_ms)
+        if not (rows and rows[0][1]):
+            return []
+        if not pin.confirmed():
+            # Not yet on a replica: nothing of it is told. Read it again (pending) and WAIT again.
+            raise redis.TimeoutError(f"no replica of {pin.address} confirmed {self.stream} yet")
+        return self._decode(rows[0][1])
 
     def _decode(self, raw_entries: Iterable[tuple[bytes, dict[bytes, bytes] | None]]) -> list[Entry]:
         out: list[Entry] = []
@@ -216,6 +265,16 @@ class StreamConsumer:
         pipe.xack(self.stream, self.group, *ids)
         pipe.set(self.applied_key, ids[-1])
         pipe.execute()
+        self.committed = ids[-1]
+
+    def check_not_lost(self) -> None:
+        """Raise WritesLost when the applied id Redis holds is before the last one committed here."""
+        if self.committed is None:
+            return
+        done = self.r.get(self.applied_key)
+        if done is None or id_after(self.committed, done):
+            raise WritesLost(f"{self.applied_key} is {done!r} after {self.committed.decode()} was committed: "
+                             f"Redis lost acknowledged writes")
 
     def _publish_elsewhere(self, effects: Effects) -> Effects:
         """On a cluster: run the ``elsewhere`` calls now, each command to its own node; return what
@@ -238,22 +297,46 @@ class StreamConsumer:
         first = not attempted
         while True:
             try:
-                if not first and self.already_applied(ids[-1]):
-                    return True
+                if not first:
+                    if self.already_applied(ids[-1]):
+                        return True
+                    if self.check_lost:  # the batch before this one must still be there
+                        self.check_not_lost()
                 first = False
                 self.commit(ids, effects)
                 return True
-            except REDIS_ERRORS as exc:
+            except (*REDIS_ERRORS, *FAILOVER_ERRORS) as exc:
                 log.warning("redis unavailable while committing (%s); retrying in %.2fs", exc, delay)
                 if stop.wait(delay):
                     return False
                 delay = min(delay * 2, 2.0)
 
+    def _after_outage(self, batch: list[Entry]) -> list[Entry]:
+        """The first batch after a Redis error. A consumer that waits for replicas (the gateway's)
+        drops what it already handled (a failover can lose its acknowledgement, never the entries it
+        read: they were confirmed) and acknowledges it again; one with ``check_lost`` (the matcher on a
+        cluster) raises WritesLost when Redis lost its last commit; any other goes on as before."""
+        if self.pin is None:
+            if self.check_lost:
+                self.check_not_lost()
+            return batch
+        committed = self.committed
+        if committed is None:
+            return batch
+        seen = [entry_id for entry_id, _ in batch if not id_after(entry_id, committed)]
+        if seen:
+            log.warning("%s: %d entries handled before a failover came again; acknowledged, not resent",
+                        self.stream, len(seen))
+            self.r.xack(self.stream, self.group, *seen)
+        return [(entry_id, msgs) for entry_id, msgs in batch if id_after(entry_id, committed)]
+
     def _read_failed(self, exc: redis.RedisError, delay: float, stop: threading.Event) -> float:
         """After a failed read: re-read pending entries first, back off on an outage; return the next
         back-off. A lost group (NOGROUP) is created again at once; any other error reply is raised."""
         self._pending_first = True
-        if isinstance(exc, redis.ResponseError):
+        if self.pin is not None and isinstance(exc, (redis.ConnectionError, *FAILOVER_ERRORS)):
+            self.pin.reset(exc)
+        if isinstance(exc, redis.ResponseError) and not isinstance(exc, FAILOVER_ERRORS):
             if "NOGROUP" not in str(exc):
                 raise exc
             log.warning("group %s on %s is gone; creating it again", self.group, self.stream)
@@ -276,9 +359,15 @@ class StreamConsumer:
             except (redis.ResponseError, *REDIS_ERRORS) as exc:
                 delay = self._read_failed(exc, delay, stop)
                 need_group = True
+                self._verify = True
                 continue
             if not batch:
                 continue
+            if self._verify:
+                self._verify = False
+                batch = self._after_outage(batch)
+                if not batch:
+                    continue
             effects = handle(batch)
             if not self.commit_retrying([entry_id for entry_id, _ in batch], effects, stop):
                 return
@@ -304,10 +393,14 @@ class LeanStreamConsumer(StreamConsumer):
     def __init__(self, r: redis.Redis, conn: RespConnection, stream: str, group: str, name: str, *,
                  count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000, start_id: str = "0",
                  decode_payload: Callable[[bytes], list[Any]] = decode_batch,
-                 deadletter: str = streams.DEADLETTER_STREAM) -> None:
+                 deadletter: str = streams.DEADLETTER_STREAM, check_lost: bool = False) -> None:
+        """``check_lost`` (a cluster only): each read of new entries carries a GET of the applied id
+        in the same write, and the first batch after a Redis error is checked too (WritesLost)."""
         super().__init__(r, stream, group, name, count=count, block_ms=block_ms, maxlen=maxlen,
-                         start_id=start_id, decode_payload=decode_payload, deadletter=deadletter)
+                         start_id=start_id, decode_payload=decode_payload, deadletter=deadletter,
+                         check_lost=check_lost)
         self.conn = conn
+        self._get_applied = command(b"GET", self.applied_key)
         head = (b"XREADGROUP", b"GROUP", group, name, b"COUNT", count)
         self._read_pending = command(*head, b"STREAMS", stream, b"0")
         self._read_new = command(*head, b"BLOCK", block_ms, b"STREAMS", stream, b">")
@@ -331,6 +424,7 @@ class LeanStreamConsumer(StreamConsumer):
         """Publish the effects and acknowledge ``ids`` in one transaction (ids must be in order)."""
         payload, n = self._transaction(ids, effects)
         self._check_transaction(self.conn.roundtrip(payload, n))
+        self.committed = ids[-1]
 
     # --------------------------------------------------------------- the loop
 
@@ -345,6 +439,7 @@ class LeanStreamConsumer(StreamConsumer):
         delay = 0.05
         need_group = True
         owed: _Owed | None = None  # a handled batch whose commit goes out with the next read
+        verify = False  # check_lost: after a Redis error, is our last commit still there?
         while True:
             if stop.is_set():
                 if owed is not None and self.commit_retrying(owed.ids, owed.effects, stop):
@@ -356,23 +451,31 @@ class LeanStreamConsumer(StreamConsumer):
                     self.ensure()
                     need_group = False
                 cmd, timeout = self._read_command()
+                checked = self.check_lost and not read_pending  # GET applied id, then the read
+                if checked:
+                    cmd = self._get_applied + cmd
+                n_read = 2 if checked else 1
                 if owed is None:
-                    reply = self.conn.roundtrip(cmd, 1, timeout_s=timeout)[0]
+                    replies = self.conn.roundtrip(cmd, n_read, timeout_s=timeout)
                 else:
                     done, owed = owed, None
                     try:
-                        replies = self.conn.roundtrip(done.payload + cmd, done.replies + 1, timeout_s=timeout)
-                        self._check_transaction(replies[:-1])
+                        replies = self.conn.roundtrip(done.payload + cmd, done.replies + n_read,
+                                                      timeout_s=timeout)
+                        self._check_transaction(replies[:done.replies])
                     except REDIS_ERRORS as exc:
                         log.warning("redis failed while committing (%s); retrying the commit alone", exc)
                         self._pending_first = True  # the read that went with it may have claimed entries
+                        verify = self.check_lost
                         if not self.commit_retrying(done.ids, done.effects, stop, attempted=True):
                             return
                         self.consumed += done.messages
                         continue
                     self.consumed += done.messages
-                    reply = replies[-1]
-                raw = self._rows(check(reply))
+                    self.committed = done.ids[-1]
+                if checked:
+                    self._check_applied(replies[-2])
+                raw = self._rows(check(replies[-1]))
                 if not raw and read_pending:
                     self._pending_first = False
                 batch = self._decode(raw) if raw else []  # may dead-letter (through ``r``)
@@ -380,9 +483,13 @@ class LeanStreamConsumer(StreamConsumer):
             except (redis.ResponseError, *REDIS_ERRORS) as exc:
                 delay = self._read_failed(exc, delay, stop)
                 need_group = True
+                verify = self.check_lost
                 continue
             if not batch:  # nothing new, or every entry was dead-lettered (and acknowledged)
                 continue
+            if verify:  # the first batch after an outage: the commit before it must still be there
+                verify = False
+                self.check_not_lost()
             effects = handle(batch)
             ids = [entry_id for entry_id, _ in batch]
             payload, n = self._transaction(ids, effects)
@@ -430,6 +537,13 @@ class LeanStreamConsumer(StreamConsumer):
         buf.commands.append(self._set_head + bulk(ids[-1]))
         buf.commands.append(_EXEC)
         return b"".join(buf.commands), len(buf)
+
+    def _check_applied(self, reply: Any) -> None:
+        """Raise WritesLost when the applied id Redis holds is before the last one committed here."""
+        done = check(reply)
+        if self.committed is not None and (done is None or id_after(self.committed, done)):
+            raise WritesLost(f"{self.applied_key} is {done!r} after {self.committed.decode()} was "
+                             f"committed: Redis lost acknowledged writes")
 
     def _check_transaction(self, replies: list[Any]) -> None:
         """Raise the first error of a MULTI ... EXEC, as redis-py's pipeline does."""
@@ -601,18 +715,20 @@ class ClusterMultiStreamConsumer:
     """
 
     def __init__(self, r: RedisCluster | redis.Redis, names: Sequence[str], group: str, name: str, *,
-                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000, lean: bool = False) -> None:
+                 count: int = 500, block_ms: int = 500, maxlen: int = 1_000_000,
+                 wait_replicas: int = 0, lean: bool = False) -> None:
         if not names:
             raise ValueError("no stream to consume")
         self.lanes: list[StreamConsumer | LeanMultiStreamConsumer]
-        if lean and isinstance(r, RedisCluster):
+        if lean and wait_replicas <= 0 and isinstance(r, RedisCluster):
             self.lanes = [LeanMultiStreamConsumer(cast(redis.Redis, r), SlotConnection(r, in_slot[0]),
                                                   in_slot, group, name, count=count, block_ms=block_ms,
                                                   maxlen=maxlen)
                           for in_slot in by_slot(names)]
         else:
             self.lanes = [StreamConsumer(cast(redis.Redis, r), stream, group, name, count=count,
-                                         block_ms=block_ms, maxlen=maxlen) for stream in names]
+                                         block_ms=block_ms, maxlen=maxlen, wait_replicas=wait_replicas)
+                          for stream in names]
         self._lock = threading.Lock()
 
     @property

@@ -191,6 +191,9 @@ class CommonSettings:
     # On a Redis Cluster, the lean connections (shared.cluster_node) where one Redis has them;
     # FIXLAB_CLUSTER_LEAN=0 goes back to redis-py's cluster client for every call.
     cluster_lean: bool = True
+    # On a Redis Cluster with replicas: what is told outside Redis waits for this many to hold it
+    # (shared.replication; WAIT). 0, the default: not waited for (and always so on one Redis).
+    wait_replicas: int = 0
 
     def __repr__(self) -> str:
         return (f"CommonSettings(redis_url={redact_url(self.redis_url)!r}, "
@@ -219,6 +222,7 @@ def common_settings(env: Mapping[str, str] | None = None) -> CommonSettings:
         instruments=parse_instruments(env),
         stream_maxlen=env_int(env, ENV_PREFIX + "STREAM_MAXLEN", 1_000_000, lo=1000),
         cluster_lean=env_bool(env, ENV_PREFIX + "CLUSTER_LEAN", True),
+        wait_replicas=env_int(env, ENV_PREFIX + "REDIS_WAIT_REPLICAS", 0, lo=0, hi=5),
     )
 
 

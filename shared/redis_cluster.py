@@ -69,6 +69,7 @@ class LocalCluster:
     appendonly: bool = False
     appendfsync: str = "everysec"  # make run-cluster passes FIXLAB_REDIS_APPENDFSYNC (default always)
     die_with_parent: bool = False
+    node_timeout_ms: int = 2000  # cluster-node-timeout: how soon a dead master's replica takes over
     nodes: list[ClusterNode] = field(default_factory=list)
 
     @property
@@ -94,16 +95,7 @@ class LocalCluster:
             port = cluster_port(taken)
             node = ClusterNode(port, self.workdir / f"node-{port}")
             node.workdir.mkdir(parents=True, exist_ok=True)
-            args = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node.workdir),
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "2000", "--save", "",
-                    "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", self.appendfsync,
-                    "--protected-mode", "yes", "--daemonize", "no",
-                    "--logfile", str(node.workdir / "redis.log")]
-            lifeline_fn = lifeline.die_with_parent() if self.die_with_parent else None
-            node.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=lifeline_fn)
+            self._spawn(server, node)
             self.nodes.append(node)
         try:
             deadline = time.monotonic() + timeout_s
@@ -120,6 +112,28 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _spawn(self, server: str, node: ClusterNode) -> None:
+        args = [server, "--port", str(node.port), "--bind", "127.0.0.1", "--dir", str(node.workdir),
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout_ms), "--save", "",
+                "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", self.appendfsync,
+                "--protected-mode", "yes", "--daemonize", "no",
+                "--logfile", str(node.workdir / "redis.log")]
+        lifeline_fn = lifeline.die_with_parent() if self.die_with_parent else None
+        node.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=lifeline_fn)
+
+    def restart(self, port: int, timeout_s: float = 30.0) -> None:
+        """Start a killed node again on its port and folder: it rejoins the cluster from its
+        nodes.conf (a master that was failed over comes back as its successor's replica)."""
+        server = shutil.which("redis-server")
+        assert server is not None
+        node = next(n for n in self.nodes if n.port == port)
+        if node.proc is None:
+            self._spawn(server, node)
+            self._wait_ping(node, time.monotonic() + timeout_s)
 
     def _wait_ping(self, node: ClusterNode, deadline: float) -> None:
         client = redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=1)
@@ -148,7 +162,7 @@ class LocalCluster:
                     fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
                     states.append(fields.get("cluster_state") == "ok"
                                   and int(fields.get("cluster_known_nodes", 0)) == len(self.nodes))
-                if all(states):
+                if all(states) and all(self._replicas_online(c) for c in clients):
                     return
                 if time.monotonic() > deadline:
                     raise ClusterError("the cluster did not reach cluster_state:ok on every node")
@@ -156,6 +170,12 @@ class LocalCluster:
         finally:
             for c in clients:
                 c.close()
+
+    def _replicas_online(self, client: redis.Redis) -> bool:
+        """A master has its replicas connected and in sync (a replica: true), so that a write can be
+        confirmed on one (WAIT) from the start."""
+        role = client.execute_command("ROLE")
+        return role[0] != b"master" or len(role[2]) >= self.replicas
 
     def kill(self, port: int) -> None:
         """Kill -9 one node, as a crash would."""

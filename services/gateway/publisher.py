@@ -88,7 +88,7 @@ class IntakeLoop:
         if redis_cluster.is_cluster_url(common.redis_url):
             self.cluster = ClusterIntake(redis_cluster.cluster_client(common.redis_url),
                                          done_keys(common.instruments, settings.gateway_id, run),
-                                         lean=common.cluster_lean)
+                                         lean=common.cluster_lean, wait_replicas=common.wait_replicas)
             self.publisher = Publisher(self.cluster, inbound, common.instruments, common.stream_maxlen,
                                        self.done_key)
         else:

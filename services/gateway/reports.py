@@ -49,15 +49,18 @@ class ReportSender:
 
     def __init__(self, r: redis.Redis, conn: RespConnection | None, gateway_id: str, shards: Sequence[str],
                  outbound: Outbound, registry: SessionRegistry, counters: Counters, *, count: int = 1000,
-                 block_ms: int = 200, maxlen: int = 1_000_000, lean: bool = False) -> None:
+                 block_ms: int = 200, maxlen: int = 1_000_000, wait_replicas: int = 0,
+                 lean: bool = False) -> None:
         """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client),
-        where ``lean`` reads each slot over a lean connection to its master."""
+        where ``lean`` reads each slot over a lean connection to its master.
+        ``wait_replicas``: on a cluster, send a batch's reports only once that many replicas hold it
+        (redis-py's path then, whatever ``lean`` says)."""
         names = events_streams(gateway_id, shards)
         self.consumer: LeanMultiStreamConsumer | ClusterMultiStreamConsumer
         if conn is None or is_cluster(r):
             self.consumer = ClusterMultiStreamConsumer(r, names, streams.GATEWAY_GROUP, gateway_id,
                                                        count=count, block_ms=block_ms, maxlen=maxlen,
-                                                       lean=lean)
+                                                       wait_replicas=wait_replicas, lean=lean)
         else:
             self.consumer = LeanMultiStreamConsumer(r, conn, names, streams.GATEWAY_GROUP, gateway_id,
                                                     count=count, block_ms=block_ms, maxlen=maxlen)

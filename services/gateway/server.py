@@ -121,7 +121,8 @@ class Gateway:
         self.cluster = is_cluster_url(common.redis_url)
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
         # thread), the same Publisher as the publisher process, no done count (no records).
-        writer = (ClusterIntake(cluster_client(common.redis_url, timeout_s=0.2), {}, lean=common.cluster_lean,
+        writer = (ClusterIntake(cluster_client(common.redis_url, timeout_s=0.2), {},
+                                wait_replicas=common.wait_replicas, wait_ms=100, lean=common.cluster_lean,
                                 timeout_s=0.2) if self.cluster
                   else RespConnection(common.redis_url, timeout_s=0.2))
         self.direct = (DirectIntake(Publisher(writer,
@@ -145,7 +146,7 @@ class Gateway:
         self.reports = ReportSender(connect(common.redis_url),
                                     None if self.cluster else RespConnection(common.redis_url),
                                     settings.gateway_id, common.shards, self.outbound,
-                                    self.registry, self.counters,
+                                    self.registry, self.counters, wait_replicas=common.wait_replicas,
                                     lean=self.cluster and common.cluster_lean)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)

@@ -13,6 +13,11 @@ the records its predecessor already put there (``Publisher.skip``), so a batch h
 (one shard's transaction ran, another's did not) is completed, not doubled. A transaction whose
 outcome is unknown (the connection failed after sending it) is checked against its count before
 it is sent again.
+
+With replicas asked for (FIXLAB_REDIS_WAIT_REPLICAS, shared.replication), a write counts only once
+WAIT on its node's connection says a replica holds it: until then its outcome is unknown, as after a
+lost connection, so a master that dies before its replica has the write loses nothing the acceptor
+forgot: the count is checked on the promoted replica and the write sent again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from redis.cluster import RedisCluster
 from shared import streams
 from shared.cluster_node import SlotConnection
 from shared.config import Instrument
+from shared.replication import FAILOVER_ERRORS, WAIT_TIMEOUT_MS, NodePin, pin_for
 from shared.resp import check, command
 
 DAY_MS = 86_400_000  # as on one Redis: a run's done counts are kept a day
@@ -51,18 +57,27 @@ class ClusterIntake:
 
     ``lean``: each destination's write goes over a lean connection to its slot's master
     (shared.cluster_node.SlotConnection: EVALSHA, hiredis replies, the slot followed when it moves)
-    instead of redis-py's cluster client; the done-count checks stay on ``r`` (they are rare).
+    instead of redis-py's cluster client; the done-count checks stay on ``r`` (they are rare). With
+    ``wait_replicas`` the writes go over the pinned node clients (shared.replication) instead.
     """
 
-    def __init__(self, r: RedisCluster, keys: Mapping[str, str], *, lean: bool = False,
-                 timeout_s: float = 5.0) -> None:
+    def __init__(self, r: RedisCluster, keys: Mapping[str, str], *, wait_replicas: int = 0,
+                 wait_ms: int = WAIT_TIMEOUT_MS, lean: bool = False, timeout_s: float = 5.0) -> None:
         self.r = r
         self.keys = keys  # destination stream -> its done count (same slot)
-        self._unsure: set[str] = set()  # streams whose last write may or may not have run
+        self._unsure: set[str] = set()  # streams whose last write may or may not have run (or be kept)
         self._xadd_done = r.register_script(_XADD_DONE)
-        self.lean = lean
+        self.wait_replicas = wait_replicas
+        self.wait_ms = wait_ms
+        self._pins: dict[str, NodePin | None] = {}  # destination stream -> its node's connection
+        self.lean = lean and wait_replicas <= 0
         self.timeout_s = timeout_s
         self._conns: dict[str, SlotConnection] = {}  # destination stream -> its master (lean)
+
+    def _pin(self, stream: str) -> NodePin | None:
+        if stream not in self._pins:
+            self._pins[stream] = pin_for(self.r, stream, self.wait_replicas)
+        return self._pins[stream]
 
     def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int,
                      done: tuple[str, int] | None = None) -> list[int]:
@@ -73,20 +88,29 @@ class ClusterIntake:
         error: redis.RedisError | None = None
         for i, (stream, payload) in enumerate(entries):
             key = None if done is None else self.keys[stream]
+            pin = self._pin(stream)
+            client: Any = self.r if pin is None else pin.client
             try:
-                if key is not None and stream in self._unsure and self._already(key, done):
+                if key is not None and stream in self._unsure and self._already(key, done, pin):
+                    self._confirm(stream, pin)
                     self._unsure.discard(stream)
                     continue
                 if self.lean:
                     self._write_lean(stream, payload, maxlen, key, done)
                 elif key is not None and done is not None:
                     self._xadd_done(keys=[stream, key],
-                                    args=[maxlen, streams.BATCH_FIELD, payload, done[1], DAY_MS])
+                                    args=[maxlen, streams.BATCH_FIELD, payload, done[1], DAY_MS],
+                                    client=None if pin is None else client())
                 else:
-                    self.r.xadd(stream, {streams.BATCH_FIELD: payload}, maxlen=maxlen, approximate=True)
-                self._unsure.discard(stream)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    (self.r if pin is None else client()).xadd(stream, {streams.BATCH_FIELD: payload},
+                                                               maxlen=maxlen, approximate=True)
                 self._unsure.add(stream)
+                self._confirm(stream, pin)
+                self._unsure.discard(stream)
+            except (redis.ConnectionError, redis.TimeoutError, *FAILOVER_ERRORS) as exc:
+                self._unsure.add(stream)
+                if pin is not None and not isinstance(exc, redis.TimeoutError):
+                    pin.reset(exc)
                 failed.append(i)
                 error = exc
             except redis.RedisError as exc:
@@ -116,8 +140,13 @@ class ClusterIntake:
         for conn in self._conns.values():
             conn.close()
 
-    def _already(self, key: str, done: tuple[str, int] | None) -> bool:
-        raw: Any = self.r.get(key)
+    def _confirm(self, stream: str, pin: NodePin | None) -> None:
+        """Raise TimeoutError unless the replicas asked for hold what ``pin``'s connection wrote."""
+        if pin is not None and not pin.confirmed(self.wait_ms):
+            raise redis.TimeoutError(f"no replica of {pin.address} confirmed {stream} yet")
+
+    def _already(self, key: str, done: tuple[str, int] | None, pin: NodePin | None) -> bool:
+        raw: Any = (self.r if pin is None else pin.client()).get(key)
         return done is not None and raw is not None and int(raw) >= done[1]
 
     def done_counts(self) -> dict[str, int]:

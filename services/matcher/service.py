@@ -30,7 +30,7 @@ from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
 from shared import bus, redis_cluster, resp, streams
-from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, id_after
+from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, WritesLost, id_after
 from shared.clock import now_ns
 from shared.cluster_node import SlotConnection
 from shared.health import HealthReporter
@@ -113,9 +113,10 @@ class MatcherService:
             # Every key of the shard is in one slot: a lean connection to its master, which follows
             # the slot to its new owner after a failover or a resharding (shared.cluster_node).
             conn = SlotConnection(cast(RedisCluster, self.r), self.stream)
-            return LeanStreamConsumer(args[0], conn, *args[1:], **kwargs)
-        # rediss:// (TLS stays with redis-py), or FIXLAB_CLUSTER_LEAN=0 on a cluster.
-        return StreamConsumer(*args, **kwargs)
+            return LeanStreamConsumer(args[0], conn, *args[1:], **kwargs, check_lost=True)
+        # rediss:// (TLS stays with redis-py), a cluster with FIXLAB_CLUSTER_LEAN=0: redis-py finds
+        # the shard's node.
+        return StreamConsumer(*args, **kwargs, check_lost=self.cluster)
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-",
@@ -329,7 +330,10 @@ class MatcherService:
             health = HealthReporter(self.r, "matcher", self.shard, self.counters,
                                     interval_s=self.settings.health_interval_s).start()
             try:
-                self.consumer.run(self.handle, stop)
+                try:
+                    self.consumer.run(self.handle, stop)
+                except WritesLost as exc:  # a failover's promoted replica lacks our last commit
+                    raise RecoveryError(f"{exc}: restart to rebuild from what Redis kept") from None
                 self._final_snapshot()
             finally:
                 health.stop()

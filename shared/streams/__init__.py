@@ -101,6 +101,15 @@ def applied_key(stream: str, group: str) -> str:
     return f"{{{stream}}}:applied:{group}"
 
 
+def replica_probe_key(stream: str) -> str:
+    """A key in the stream's slot that a consumer waiting for replicas writes just before its WAIT
+    (shared.replication): WAIT covers what its own connection wrote, and a blocking read served by
+    another client's write does not count as one."""
+    if "{" in stream:
+        return f"{stream}:replica-probe"
+    return f"{{{stream}}}:replica-probe"
+
+
 def bench_compids_key(run_id: str) -> str:
     """A counter bench instances INCRBY to claim distinct CompIDs from the BENCH pool."""
     return f"{PREFIX}:bench:{run_id}:compids"

@@ -31,3 +31,12 @@ def test_a_tagged_streams_applied_id_keeps_its_name() -> None:
 def test_a_shards_intake_count_is_in_the_shards_slot() -> None:
     assert slot(streams.shard_intake_done_key("a", "gw1", "r")) == slot(streams.orders_stream("a"))
     assert slot(streams.intake_done_key("gw1", "r")) == slot(streams.events_stream("gw1"))
+
+
+def test_the_replica_probe_of_every_waited_stream_is_in_its_slot() -> None:
+    # Written on the connection to the stream's master just before WAIT (shared.replication).
+    waited = [streams.orders_stream("a"), streams.events_stream("gw1"),
+              streams.shard_events_stream("b", "gw1"),
+              streams.LAB_START_STREAM]
+    for stream in waited:
+        assert slot(streams.replica_probe_key(stream)) == slot(stream), stream
