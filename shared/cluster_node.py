@@ -5,7 +5,8 @@ tag; a gateway's events stream of one shard shares that shard's tag), so the con
 node: the slot's master. ``SlotConnection`` resolves it from redis-py's cluster client (its slot map),
 and resolves it again when
 - a reply redirects (MOVED: the slot has a new owner, after a failover or a resharding; ASK,
-  TRYAGAIN: the slot is being migrated; CLUSTERDOWN: the cluster is mending), or
+  TRYAGAIN: the slot is being migrated; CLUSTERDOWN: the cluster is mending; READONLY, UNBLOCKED:
+  the node was just demoted to a replica), or
 - the connection fails (the node died: redis-py's slot map is refreshed from the other nodes).
 Either way the call raises ``redis.ConnectionError`` after closing the socket, so a consumer treats it
 exactly as an outage: an unknown commit is retried with the applied-id check (no effect lost or
@@ -27,8 +28,9 @@ from shared.resp import RespConnection
 log = logging.getLogger(__name__)
 
 # Error replies that mean "not on this node, or not now": the slot moved, is moving, or the cluster
-# is mending. Any other error reply is the caller's.
-REDIRECTS = (b"MOVED", b"ASK", b"TRYAGAIN", b"CLUSTERDOWN")
+# is mending; a master turned replica (a failover) refuses writes (READONLY) and may end the blocking
+# reads it was serving with UNBLOCKED rather than MOVED. Any other error reply is the caller's.
+REDIRECTS = (b"MOVED", b"ASK", b"TRYAGAIN", b"CLUSTERDOWN", b"READONLY", b"UNBLOCKED")
 _REDIRECT_TEXT = tuple(p.decode() for p in REDIRECTS)
 
 

@@ -5,6 +5,7 @@ replica, with every order applied once: nothing lost, nothing doubled."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
@@ -20,12 +21,14 @@ from redis.crc import key_slot
 from services.gateway.slots import ClusterIntake
 from services.matcher.config import load
 from services.matcher.service import MatcherService
-from shared import streams
+from shared import resp, streams
 from shared.bus import ClusterMultiStreamConsumer, Entry, LeanStreamConsumer, publish
 from shared.cluster_node import SlotConnection
 from shared.redis_cluster import LocalCluster
 from shared.schema import Accepted, NewOrder, decode_batch, encode_batch
 from tests.helpers import eventually
+
+log = logging.getLogger(__name__)
 
 pytestmark = pytest.mark.integration
 
@@ -121,10 +124,17 @@ def test_the_lean_matcher_follows_its_slot_to_a_new_master(setup: tuple[str, Loc
         try:
             service.run(stop)
         except BaseException as exc:  # surfaced below
+            log.exception("the matcher stopped")
             errors.append(exc)
+
+    go_on = threading.Event()
 
     def produce() -> None:
         for i in range(total):
+            if i == total // 2 and how == "failover":
+                # The failover comes while the matcher waits in a blocking read: its master turned
+                # replica ends it with UNBLOCKED (a write there would be answered MOVED).
+                go_on.wait(60)
             publish(rc, ORDERS, [_order(i)], 1_000_000)
             time.sleep(0.003)
 
@@ -133,7 +143,8 @@ def test_the_lean_matcher_follows_its_slot_to_a_new_master(setup: tuple[str, Loc
     producer = threading.Thread(target=produce, daemon=True)
     try:
         producer.start()
-        eventually(lambda: service.engine.commands >= total // 4, timeout=30, what="a quarter applied")
+        eventually(lambda: service.engine.commands >= total // (4 if how == "resharding" else 2),
+                   timeout=30, what="orders applied before the slot moves")
         if how == "resharding":
             after = next(p for p in masters if p != before)
             _migrate_slot(before, after, masters)
@@ -141,6 +152,9 @@ def test_the_lean_matcher_follows_its_slot_to_a_new_master(setup: tuple[str, Loc
             after = _replica_of(local, before)
             with redis.Redis(port=after) as replica:
                 replica.execute_command("CLUSTER", "FAILOVER")  # the graceful, manual one
+                eventually(lambda: replica.execute_command("ROLE")[0] == b"master", timeout=20,
+                           what="the replica promoted")
+            go_on.set()
         producer.join(60)
         assert not producer.is_alive()
         last: Any = rc.xrevrange(ORDERS, count=1)
@@ -227,4 +241,40 @@ def test_the_lean_events_thread_and_intake_follow_a_resharding(tmp_path: Path) -
         lane = next(x for x in consumer.lanes if EVENTS in [y.stream for y in x.lanes])  # type: ignore[union-attr]
         assert lane.conn.address == f"127.0.0.1:{after}"  # type: ignore[union-attr]
         assert lane.conn.redirects >= 1  # type: ignore[union-attr]
+        rc.close()
+
+
+def test_a_blocking_read_ended_by_a_failover_fails_like_an_outage_and_the_next_goes_to_the_new_master(
+        tmp_path: Path) -> None:
+    # Its master turned replica ends the read with MOVED or UNBLOCKED (whichever the node sends first):
+    # either is a redis.ConnectionError here, never an error reply the consumer loop would raise.
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=1) as local:
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", local.first_port)])
+        masters = [n.port for n in local.nodes[:local.masters]]
+        rc.xgroup_create(ORDERS, "g", id="0", mkstream=True)
+        conn = SlotConnection(rc, ORDERS, timeout_s=2.0)
+        before = _owner_port(masters)
+        read = b"*9\r\n" + b"".join(resp.bulk(a) for a in (b"XREADGROUP", b"GROUP", b"g", b"c", b"BLOCK",
+                                                             b"10000", b"STREAMS", ORDERS.encode(), b">"))
+        got: list[BaseException | Any] = []
+
+        def blocked() -> None:
+            try:
+                got.append(conn.roundtrip(read, 1, timeout_s=15))
+            except redis.RedisError as exc:
+                got.append(exc)
+
+        thread = threading.Thread(target=blocked, daemon=True)
+        thread.start()
+        with redis.Redis(port=before) as m:
+            eventually(lambda: int(m.info("clients")["blocked_clients"]) == 1, what="the read blocked")
+        after = _replica_of(local, before)
+        with redis.Redis(port=after) as replica:
+            replica.execute_command("CLUSTER", "FAILOVER")
+        thread.join(15)
+        assert len(got) == 1 and isinstance(got[0], redis.ConnectionError), got
+        assert conn.redirects == 1
+        assert conn.call("XLEN", ORDERS) == 0  # the next call: to the new master
+        assert conn.address == f"127.0.0.1:{after}"
+        conn.close()
         rc.close()
