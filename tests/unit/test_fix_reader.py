@@ -76,7 +76,8 @@ GOOD = b"35=D\x0111=A\x0154=1\x0138=5\x0144=2\x0155=S\x01"
     (GOOD.replace(b"38=5", b"=5"), "not a tag=value field: '=5'"),
     (GOOD.replace(b"\x0138", b"\x01\x0138"), "not a tag=value field: ''"),
     (GOOD[:-1], "the last field does not end with SOH"),
-    (GOOD.replace(b"55=S", b"55=\xc3\xa9"), "ASCII"),
+    (GOOD.replace(b"55=S", b"55=\xc3\xa9"), "ASCII"),  # UTF-8, not ASCII
+    (GOOD.replace(b"55=S", b"55=\xe9"), "ASCII"),  # not even UTF-8
 ])
 def test_a_message_that_is_not_tag_value_fields_is_refused(raw: bytes, why: str) -> None:
     assert field_reader(ORDER)(GOOD) == ("A", 1, 5, 200000, "S")
