@@ -26,6 +26,7 @@ from benchmarks.codec.oracle import (
     price_text,
 )
 from shared.fix.codec import encode, split_fields, split_pairs
+from shared.fix.reader import DIGIT, INT, PRICE, TEXT, field_reader
 
 Encode = Callable[[Values], object]
 Parse = Callable[[bytes], Values]
@@ -147,6 +148,33 @@ class FixLabCodec(Adapter):
             body = f"{head}262={v[0]}\x0155={v[1]}\x01268={v[2]}\x01{entries}"
             return encode(body.encode(), begin)
         return enc_w
+
+
+class FixLabReader(FixLabCodec):
+    name = "FIX Lab shared.fix.reader"
+    note = ("field_reader: one regular-expression fullmatch checks every field (ASCII, <digits>=<value>"
+            "<SOH>) and captures the asked-for tags in any order, W's entries as one block read by "
+            "findall; conversions generated as straight-line code: prices to fixed point by partition "
+            "and int, quantities by int, FIX char fields (21 54 40 59 150 39 269) by a ten-digit table "
+            "(one ASCII digit, stricter than int); encode as the row above")
+
+    def parse(self, p: Pinned) -> Parse:
+        fields = tuple((int(tag), _KINDS[int(tag) in CHAR_TAGS, t]) for tag, t in FIELDS[p.kind])
+        group = (268, tuple((int(tag), _KINDS[int(tag) in CHAR_TAGS, t]) for tag, t in ENTRY))
+        read = field_reader(fields, group if p.kind == "W" else None)
+        expected = p.values
+
+        def parse(raw: bytes) -> Values:
+            got = read(raw)
+            if got != expected:
+                raise Mismatch(f"{p.kind}: parsed values differ from the pinned ones")
+            return got
+        return parse
+
+
+# FIX 4.2's CHAR fields among seed 004's: each holds one digit here, read by shared.fix.reader's DIGIT.
+CHAR_TAGS = frozenset((21, 54, 40, 59, 150, 39, 269))
+_KINDS = {(False, "s"): TEXT, (False, "i"): INT, (False, "p"): PRICE, (True, "i"): DIGIT}
 
 
 # ------------------------------------------------------------------------------- simplefix
@@ -383,4 +411,4 @@ class QuickfixTyped(Adapter):
 
 def adapters() -> list[Adapter]:
     """Every adapter this machine can run (QuickFIX and simplefix are dev dependencies)."""
-    return [QuickfixTyped(), QuickfixStrings(), Simplefix(), FixLabCodec()]
+    return [QuickfixTyped(), QuickfixStrings(), Simplefix(), FixLabCodec(), FixLabReader()]

@@ -125,3 +125,17 @@ def test_the_table_says_whether_the_target_is_met() -> None:
     md = markdown({"runs": [], "adapters": {}, "rows": [row("encode", 4000), row("checked parse", 5000)]})
     assert ("D encode p50 4,000 ns against QuickFIX/Go's 11,626: met; "
             "D checked parse p50 5,000 ns against QuickFIX/Go's 3,521: not met.") in md
+
+
+def test_the_target_takes_the_project_row_with_the_fastest_checked_parse() -> None:
+    def row(adapter: str, op: str, p50: float) -> dict[str, object]:
+        return {"adapter": adapter, "message": "D", "operation": op, "p50": p50,
+                "p90": p50, "p99": p50, "p99.9": p50, "samples": 10, "warmup": 1}
+
+    old, new = "FIX Lab shared.fix.codec", "FIX Lab shared.fix.reader"
+    rows = [row(old, "encode", 2000), row(old, "checked parse", 8000), row(new, "encode", 2500),
+            row(new, "checked parse", 3000), row(new, "parse + extract", 3600)]
+    md = markdown({"runs": [], "adapters": {}, "rows": rows})
+    assert ("D encode p50 2,500 ns against QuickFIX/Go's 11,626: met; D checked parse p50 3,000 ns against "
+            "QuickFIX/Go's 3,521: met; D parse + extract p50 3,600 ns against QuickFIX/Go's 3,520: not met. "
+            "Row: FIX Lab shared.fix.reader.") in md
