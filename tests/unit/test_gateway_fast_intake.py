@@ -30,7 +30,7 @@ VALUES = {
     35: ["D", "F", "G", "H", "q", "8", "", "d"],
     34: ["7", "1", "0", "", "x", "-1", "007", "٣"],
     49: ["CLIENT01", "C2", "", "é"],
-    11: ["o1", "", "a=b", " x ", "\udcff"],
+    11: ["o1", "", "a=b", " x ", "x59=1", "\udcff"],
     38: ["10", "1", "10.00", "0", "-5", "10.5", "abc", "", "1e1", "1E+1", "NaN", " 10", "٣", "0010"],
     40: ["2", "1", "", "02", "2 "],
     44: ["100.25", "100", "0.05", "100.250", "100.2", "100.255", "0", "-1", "abc", "", "1e2", "NaN",
@@ -93,6 +93,8 @@ def test_valid_orders_of_every_side_and_tif_are_read_by_the_fast_path() -> None:
     assert fast.group(batch) == old.group(batch)
     got = fast.inbound.new_order(texts[0], TS)
     assert got == NewOrder("CLIENT01", "o1", "ACORN.LAB", 1, 10_025, 10, 0, "gw1", 7, TS, STP_CANCEL_BOTH)
+    day = fast.inbound.new_order(texts[1].replace("\x0159=1\x01", "\x01"), TS)  # no 59: Day
+    assert day == NewOrder("CLIENT01", "o1", "ACORN.LAB", 1, 10_025, 10, 0, "gw1", 7, TS, STP_CANCEL_BOTH)
 
 
 def test_a_valid_order_does_not_reach_split_fields_and_anything_else_does(
@@ -105,6 +107,8 @@ def test_a_valid_order_does_not_reach_split_fields_and_anything_else_does(
     text = "8=FIX.4.4\x019=1\x01" + "".join(f"{t}={v}\x01" for t, v in NOS) + "10=000\x01"
     grouped, count = fast.group([(text, TS)])
     assert (count, fast.errors) == (1, 0) and len(next(iter(grouped.values()))) == 1
+    grouped, count = fast.group([(text.replace("\x0159=1\x01", "\x01"), TS)])  # no 59 (Day) too
+    assert (count, fast.errors) == (1, 0)
     old.group([(text, TS)])
     assert old.errors == 1  # the old path does call it
     fast.group([(text.replace("\x0155=ACORN.LAB", "\x0155=NOPE"), TS)])  # a refusal falls back
