@@ -1,6 +1,7 @@
 """Gateway intake benchmark (not a test): one FIX session floods NewOrderSingle into a real gateway.
 
     python -m benchmarks.intake --orders 1000000 --out intake.json
+    python -m benchmarks.intake --translate-only 20000   # Publisher.group alone, fast vs split path
 
 Starts its own redis-server and ``python -m services.gateway`` (no matcher: intake only), logs on
 over a plain socket, then writes pre-encoded NewOrderSingle bytes as fast as the socket takes them,
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,10 @@ import redis
 
 from benchmarks import engine_floor
 from benchmarks.fixload import COMP_ID, children, cpu_seconds, encode_orders, frame, thread_cpu
+from services.gateway.inbound import Inbound
+from services.gateway.intake import Publisher
 from shared import machine, streams
+from shared.config import parse_instruments
 from shared.redis_server import RedisServer, free_port
 from shared.schema import decode_batch
 
@@ -166,6 +171,42 @@ def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
     return result
 
 
+def translate_only(orders: int, rounds: int = 15) -> dict[str, Any]:
+    """The publisher's translate + group per order, in this process, no Redis or QuickFIX: the fast
+    path (Inbound.new_order, shared.fix.reader) against split_fields + command (``fast_path``
+    False), interleaved round by round; the orders as this bench sends them (no TimeInForce) and
+    with 59=0 (as services/bench and tools/example_client send them). Best round, ns per order."""
+    instruments = parse_instruments({})
+    texts = [raw.decode() for raw in encode_orders(orders, 2, "20260101-00:00:00.000")]
+    batches = {"no 59": [(t, i) for i, t in enumerate(texts)],
+               "59=0": [(t.replace("\x0160=", "\x0159=0\x0160=", 1), i) for i, t in enumerate(texts)]}
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, batch in batches.items():
+            for fast in (False, True):
+                publisher = Publisher(_NoWriter(), Inbound(instruments, "intake"), instruments, orders, "")
+                publisher.fast_path = fast
+                start = time.perf_counter_ns()
+                _, count = publisher.group(batch)
+                ns = (time.perf_counter_ns() - start) / orders
+                assert count == orders and publisher.errors == publisher.refused == 0
+                key = f"{name}, {'reader' if fast else 'split_fields'}"
+                best[key] = min(best.get(key, ns), ns)
+    result: dict[str, Any] = {"orders": orders, "rounds": rounds,
+                              "ns_per_order": {k: round(v) for k, v in best.items()}}
+    for name in batches:
+        result[f"ratio {name}"] = round(best[f"{name}, reader"] / best[f"{name}, split_fields"], 3)
+    return result
+
+
+class _NoWriter:
+    """Publisher.group never writes: translate_only calls nothing else."""
+
+    def xadd_batches(self, entries: Sequence[tuple[str, bytes]], maxlen: int,
+                     done: tuple[str, int] | None = None) -> list[int]:
+        raise NotImplementedError
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
@@ -175,7 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", type=int, default=200_000,
                         help="also flood bare QuickFIX acceptors (benchmarks.engine_floor, every "
                              "variant) with this many orders each (0: skip)")
+    parser.add_argument("--translate-only", type=int, default=0, metavar="ORDERS",
+                        help="only time the publisher's translate + group of this many orders, in "
+                             "process, fast path against split_fields (no gateway, no Redis)")
     args = parser.parse_args(argv)
+    if args.translate_only:
+        print(json.dumps(translate_only(args.translate_only)))
+        return 0
     if args.orders < 1000:
         parser.error("--orders must be at least 1000")
     result = run(args.orders, None, args.profile)
