@@ -80,9 +80,13 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append("")
     lines += ["## Which codec the project's own paths use", "",
               "- Gateway, inbound: QuickFIX's own C++ parser and validation (session level), then "
-              "`msg.toString()` split by `shared.fix.codec.split_fields` (the publisher's translation, "
-              "the acceptor's busy refusal): the *FIX Lab shared.fix.codec* row's D parse, after QuickFIX "
-              "(the refusals echo every field, so the gateway keeps the whole dict, not the reader).",
+              "`msg.toString()` in the publisher's translation (also the engine-thread shortcut's): a "
+              "NewOrderSingle read by `shared.fix.reader` (`Inbound.new_order`: the *FIX Lab "
+              "shared.fix.reader* row's D parse, after QuickFIX), falling back to "
+              "`shared.fix.codec.split_fields` and a dict (the *FIX Lab shared.fix.codec* row) for "
+              "everything else: other message types and any order to refuse (a refusal echoes every "
+              "field). The acceptor's busy refusal splits too. The publisher's translate + group, "
+              "both paths: `python -m benchmarks.intake --translate-only 20000`.",
               "- Gateway, outbound: `Translator.report` writes the body text (f-strings, like the *FIX Lab* "
               "encoder); QuickFIX's own encoder adds the header, BodyLength and CheckSum.",
               "- Gateway, acceptor -> publisher pipe and the lab's tap: `shared.fix.codec.split_frames`.",
@@ -90,10 +94,9 @@ def markdown(result: dict[str, Any]) -> str:
               "QuickFIX parses, `shared.fix.codec.field_values(msg.toString())` reads.",
               "- Bench client (services/bench): QuickFIX's own, templates and `getField(int)`: the "
               "*QuickFIX Python, string access* row.",
-              "- `shared.fix.reader` (the *FIX Lab shared.fix.reader* row) reads chosen fields; no hot path "
-              "reads that way yet: the gateway's translation keeps every field (its refusals echo what "
-              "was sent), the wire view every piece and never raises, bots and lab sessions take the "
-              "first value of any tag.", ""]
+              "- `shared.fix.reader` (the *FIX Lab shared.fix.reader* row) reads chosen fields: the "
+              "gateway publisher's NewOrderSingle (above); elsewhere not: the wire view keeps every piece "
+              "and never raises, bots and lab sessions take the first value of any tag.", ""]
     lines += ["## Adapters", ""]
     lines += [f"- **{name}**: {note}" for name, note in result["adapters"].items()]
     lines += ["", "Seed 004's rows: Intel Xeon E5-2698 v4, isolated CPUs 18-19, its own C++/Java/.NET/Go "
