@@ -5,7 +5,9 @@ strings by ``shared.fix.codec.split_fields``, then turned into a bus command, or
 own refusal (a rejected ExecutionReport, an OrderCancelReject or an OrderMassCancelReport, from tag
 35 on) when the request can never be valid here (not a limit order, a price off the tick grid, an
 unknown TIF or symbol, a mass cancel type not offered...). The refusal echoes what the client sent,
-as text, even where it is not valid here, so the client can match it.
+as text, even where it is not valid here, so the client can match it. The intake's common case, a
+valid NewOrderSingle, has a faster way in (``Inbound.new_order``: the chosen fields read by
+``shared.fix.reader``, checked by the same helpers), which answers None for anything else.
 
 Messages: NewOrderSingle (D), OrderCancelRequest (F), OrderCancelReplaceRequest (G), and
 OrderStatusRequest (H) -> StatusRequest, OrderMassCancelRequest (q) -> MassCancel: like orders, they
