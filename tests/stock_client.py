@@ -113,9 +113,21 @@ class StockSession:
         self.comp = comp
         self.client = client if client is not None else StockClient()
         self.sid = fix.SessionID("FIX.4.4", comp, "FIXLAB")
+        self.initiator: fix.SocketInitiator | None = None  # set by stock_sessions
 
     def send(self, msg_type: str, body: list[tuple[int, object]]) -> None:
-        assert fix.Session.sendToTarget(raw(self.comp, body, msg_type), self.sid)
+        msg = raw(self.comp, body, msg_type)
+        if self.initiator is None:
+            assert fix.Session.sendToTarget(msg, self.sid)
+            return
+        # Through this initiator's own Session, not QuickFIX's process-wide registry: an initiator of
+        # an earlier test with the same CompID that was not yet destroyed (stopped, waiting for the
+        # collector) stays registered under the SessionID, and sendToTarget would hand the message to
+        # that dead session, which stores it and sends nothing (test_cluster_faults then
+        # test_two_gateways in one pytest run showed it).
+        session = self.initiator.getSession(self.sid)
+        assert session is not None, f"{self.comp}: no session in its initiator"
+        assert session.send(msg)
 
 
 @contextlib.contextmanager
@@ -127,7 +139,8 @@ def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int 
     initiators = [fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
                                       stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp], heartbeat_s))
                   for s in sessions]
-    for initiator in initiators:
+    for s, initiator in zip(sessions, initiators, strict=True):
+        s.initiator = initiator
         initiator.start()
     try:
         for s in sessions:
