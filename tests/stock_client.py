@@ -116,7 +116,10 @@ class StockSession:
         self.initiator: fix.SocketInitiator | None = None  # set by stock_sessions
 
     def send(self, msg_type: str, body: list[tuple[int, object]]) -> None:
-        msg = raw(self.comp, body, msg_type)
+        self.send_message(raw(self.comp, body, msg_type))
+
+    def send_message(self, msg: fix.Message) -> None:
+        """Send a message built by the caller (QuickFIX groups, say) on this session."""
         if self.initiator is None:
             assert fix.Session.sendToTarget(msg, self.sid)
             return

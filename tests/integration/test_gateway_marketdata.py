@@ -91,7 +91,7 @@ def send_v(s: StockSession, body: list[tuple[int, object]]) -> None:
             msg.addGroup(group)
         else:
             msg.setField(tag, str(value))
-    assert fix.Session.sendToTarget(msg, s.sid)
+    s.send_message(msg)
 
 
 def split(text: str) -> list[tuple[int, str]]:
