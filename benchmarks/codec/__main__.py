@@ -12,6 +12,7 @@ adapter that fails is reported and not ranked. Results: services/bench/results/c
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gc
 import json
 import shlex
@@ -165,17 +166,21 @@ def main(argv: list[str] | None = None) -> int:
     context["timed"] = sorted({r["adapter"] for r in rows})
     runs = [context]
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.merge and (args.out / "codec.json").is_file():
-        earlier = json.loads((args.out / "codec.json").read_text())
-        timed = {r["adapter"] for r in rows}
-        rows = [r for r in earlier["rows"] if r["adapter"] not in timed] + rows
-        # An earlier run none of whose rows are left says nothing about the table any more.
-        names = [a.name for a in measured]
-        runs = [r for r in earlier["runs"] if not set(timed_by(r, names)) <= timed] + runs
-    result = {"runs": runs, "adapters": {a.name: a.note for a in measured}, "rows": rows,
-              "not_ranked": failed}
-    (args.out / "codec.json").write_text(json.dumps(result, indent=1) + "\n")
-    write_report(result, args.out / "codec.md", args.out / "codec.svg")
+    # Runs of different adapters may go side by side (one per core) into one table: each merges
+    # into what is there under an exclusive lock, so neither overwrites the other's rows.
+    with open(args.out / ".codec.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if args.merge and (args.out / "codec.json").is_file():
+            earlier = json.loads((args.out / "codec.json").read_text())
+            timed = {r["adapter"] for r in rows}
+            rows = [r for r in earlier["rows"] if r["adapter"] not in timed] + rows
+            # An earlier run none of whose rows are left says nothing about the table any more.
+            names = [a.name for a in measured]
+            runs = [r for r in earlier["runs"] if not set(timed_by(r, names)) <= timed] + runs
+        result = {"runs": runs, "adapters": {a.name: a.note for a in measured}, "rows": rows,
+                  "not_ranked": failed}
+        (args.out / "codec.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_report(result, args.out / "codec.md", args.out / "codec.svg")
     print(f"codec bench: {args.out / 'codec.md'} ({context['wall_seconds']} s)")
     return 1 if failed else 0
 

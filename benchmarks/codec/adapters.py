@@ -296,11 +296,12 @@ class QuickfixStrings(Adapter):
             items = _body_items(p, v)
             for tag, text in items[:n_head]:
                 msg.setField(int(tag), text)
-            for i in range(n_head, len(items), 3):
-                g = group()
-                for tag, text in items[i:i + 3]:
-                    g.setField(int(tag), text)
-                msg.addGroup(g)
+            if len(items) > n_head:
+                g = group()  # one entry object, refilled per entry: addGroup copies it (QuickFIX's docs)
+                for i in range(n_head, len(items), 3):
+                    for tag, text in items[i:i + 3]:
+                        g.setField(int(tag), text)
+                    msg.addGroup(g)
             return str(msg.toString())
         return enc
 
@@ -400,8 +401,8 @@ class QuickfixTyped(Adapter):
             for tag, kind, value in zip(tags, kinds[:n_head], v[:n_head], strict=True):
                 msg.setField(field(tag, kind, value))
             if p.kind == "W":
+                g = group()  # one entry object, refilled per entry: addGroup copies it (QuickFIX's docs)
                 for e in v[3]:  # type: ignore[attr-defined]
-                    g = group()
                     for (tag, kind), value in zip(ENTRY, e, strict=True):
                         g.setField(field(tag, kind, value))
                     msg.addGroup(g)

@@ -10,6 +10,14 @@ translates and publishes it at once, with the same straight line as the publishe
 event on the events stream) over a lean connection of its own with a short time-out. Under load the
 next order arrives sooner than ``idle_s`` and takes the pipe, so the flood path is unchanged.
 
+The engine thread waits for the write, so the shortcut only pays while writes are fast. A write
+slower than ``slow_s`` (Redis with ``appendfsync always`` answers after an fdatasync: p50 3 ms on
+this project's VMs) would hold every session's traffic behind one order's fsync, and each order of a
+closed-loop client would then find the engine "quiet" again and pay a whole fsync on its own: 300
+orders/s at 8x32, where the publisher's batches share one fsync among hundreds. So a slow write
+rests the shortcut for ``pause_s`` as an error does, and the quiet spell is counted from the end of
+the previous write, not from the previous order's arrival.
+
 On a Redis error the order goes to the pipe instead, and the shortcut rests for ``pause_s``. When
 the error left the outcome unknown (a time-out after the write), the command may reach the matcher
 twice: the matcher drops a redelivery (same session, ClOrdID and MsgSeqNum), so the order is not
@@ -26,12 +34,15 @@ from services.gateway.intake import Publisher
 class DirectIntake:
     """Engine-thread only: ``quiet`` for every order, then ``publish`` for the ones that may go."""
 
-    def __init__(self, publisher: Publisher, *, idle_s: float, pause_s: float = 2.0) -> None:
+    def __init__(self, publisher: Publisher, *, idle_s: float, pause_s: float = 2.0,
+                 slow_s: float = 0.001) -> None:
         self.publisher = publisher
         self.idle_s = idle_s
         self.pause_s = pause_s
+        self.slow_s = slow_s
         self.published = 0  # orders that took the shortcut
         self.fallbacks = 0  # orders that tried it and went to the pipe after a Redis error
+        self.slow = 0  # shortcut writes that took longer than slow_s (each rests it for pause_s)
         self._last = float("-inf")  # when the previous order arrived (monotonic)
         self._paused_until = float("-inf")
 
@@ -42,10 +53,16 @@ class DirectIntake:
 
     def publish(self, raw: str) -> bool:
         """Put one received message on the bus now; False: it must take the pipe."""
+        started = time.monotonic()
         if self.publisher.publish([(raw, time.time_ns())], None):
             self.published += 1
+            self._last = ended = time.monotonic()
+            if ended - started > self.slow_s:
+                self.slow += 1
+                self._paused_until = ended + self.pause_s
             return True
         self.publisher.forget()
         self.fallbacks += 1
-        self._paused_until = time.monotonic() + self.pause_s
+        self._last = time.monotonic()
+        self._paused_until = self._last + self.pause_s
         return False

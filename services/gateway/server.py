@@ -172,6 +172,7 @@ class Gateway:
             "published": p.published + (self.direct.publisher.published if self.direct else 0),
             "direct": self.direct.published if self.direct else 0,
             "direct_fallbacks": self.direct.fallbacks if self.direct else 0,
+            "direct_slow": self.direct.slow if self.direct else 0,
             "queue_depth": self.handoff.waiting,
             "publisher_restarts": p.restarts,
             "reports_out": c.reports_out,

@@ -39,3 +39,22 @@ def test_a_redis_error_sends_the_order_to_the_pipe_and_rests_the_shortcut() -> N
     assert d.publisher._pending is None  # nothing kept for a retry: the pipe has it now
     assert not d.quiet(now + 1.0)  # quiet long enough, but the shortcut rests (5 s here)
     assert d.quiet(now + 10.0)
+
+
+def test_a_slow_write_rests_the_shortcut_and_the_quiet_spell_counts_from_its_end(redis_url: str) -> None:
+    # Redis with appendfsync always answers after an fdatasync (ms here): the engine thread must not
+    # wait for one per order. slow_s=0 makes any real write "slow"; a huge one makes none slow.
+    fast = direct(redis_url, idle_s=0.5)
+    fast.slow_s = 60.0
+    assert fast.quiet(time.monotonic()) and fast.publish(NOS)
+    assert (fast.published, fast.slow) == (1, 0)
+    # An order arriving right after the write (it waited in the socket meanwhile) is not "quiet".
+    assert not fast.quiet(time.monotonic())
+
+    slow = direct(redis_url, idle_s=0.001)
+    slow.slow_s = 0.0
+    now = time.monotonic()
+    assert slow.quiet(now) and slow.publish(NOS.replace("11=o1", "11=o2"))
+    assert (slow.published, slow.slow, slow.fallbacks) == (1, 1, 0)  # on the bus, but slow
+    assert not slow.quiet(now + 1.0)  # rests (5 s here) though quiet long enough
+    assert slow.quiet(now + 10.0)
