@@ -141,7 +141,7 @@ class ChaosApp(fix.Application):
         try:
             d = self._driver(sessionID)
             if d is not None:
-                d.on_logon(fix.Session.lookupSession(sessionID))
+                d.on_logon(self.client.session(sessionID.getSenderCompID().getValue()))
         except Exception:
             self.errors += 1
             log.exception("onLogon")
@@ -227,14 +227,31 @@ class ChaosClient:
         self.settings = session_settings(host, port, comp_ids, keep_sequences=keep_sequences,
                                          store_dir=store_dir)
         store = fix.FileStoreFactory(self.settings) if keep_sequences else fix.MemoryStoreFactory()
-        self.initiator = fix.SocketInitiator(self.app, store, self.settings)
+        self.initiator: fix.SocketInitiator | None = fix.SocketInitiator(self.app, store, self.settings)
 
     def start(self, timeout_s: float = 60.0) -> None:
+        if self.initiator is None:
+            raise RuntimeError("a stopped ChaosClient does not start again")
         self.initiator.start()
         deadline = time.monotonic() + timeout_s
         for d in self.drivers.values():
             if not d.logged_on.wait(max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"{d.comp_id} not logged on within {timeout_s:.0f}s")
+
+    def session(self, comp_id: str) -> fix.Session:
+        """``comp_id``'s Session in this client's own initiator. Not QuickFIX's process-wide registry
+        (``Session.lookupSession``, ``sendToTarget``): a session of the same SessionID in an earlier
+        initiator that is not yet destroyed stays registered there, and would get the messages."""
+        session = None
+        if self.initiator is not None:
+            session = self.initiator.getSession(fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID))
+        if session is None:
+            raise RuntimeError(f"{comp_id}: no session in this client's initiator (stopped?)")
+        return session
+
+    def send_message(self, comp_id: str, msg: fix.Message) -> bool:
+        """Send a message built by the caller on ``comp_id``'s session; False when it did not go out."""
+        return bool(self.session(comp_id).send(msg))
 
     def send(self, on: bool) -> None:
         for d in self.drivers.values():
@@ -257,6 +274,15 @@ class ChaosClient:
 
     def stop(self) -> None:
         """Stop the engine without a Logout (a Logout would end the sessions and cancel their orders
-        before anyone read the books); the harness reads the books first."""
+        before anyone read the books); the harness reads the books first. Then drop the initiator
+        at once rather than when the collector finds this client (its drivers and app point back at
+        it): destroying it deletes its Sessions, which takes them out of QuickFIX's process-wide
+        registry, so a later initiator with the same CompIDs is the one registered there."""
         self.send(False)
-        self.initiator.stop(True)
+        if self.initiator is None:
+            return
+        self.initiator.stop(True)  # joins QuickFIX's thread: no callback runs after it
+        for d in self.drivers.values():
+            with d.lock:
+                d.session = None  # a pointer into the initiator about to be destroyed
+        self.initiator = None

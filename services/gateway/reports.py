@@ -6,7 +6,7 @@ refusals to the gateway's own (``events_stream(gateway_id)``). The gateway reads
 what is for the sessions it holds: several gateways can run side by side without reading each
 other's traffic.
 
-The events thread runs the bus's consumer loop on all of them (``shared.bus.LeanMultiStreamConsumer``):
+The events thread runs the bus's consumer loop on all of them (``shared.bus_lean.LeanMultiStreamConsumer``):
 groups created idempotently, each stream's own pending entries first after a restart, in order per
 stream, dead letters for what does not decode, back off on Redis errors, and each stream's batch
 acknowledged (with its applied id) in the same write as the next read of them all: one round trip
@@ -17,7 +17,7 @@ after its reports were handed to QuickFIX; after a Redis failure the owed acknow
 A new gateway process sends its pending ones again (at least once, as before).
 
 On a Redis Cluster, where one read may not name streams of several slots, the same guarantees hold
-per slot (``shared.bus.ClusterMultiStreamConsumer``: a lean consumer and a thread per slot, on a
+per slot (``shared.bus_cluster.ClusterMultiStreamConsumer``: a lean consumer and a thread per slot, on a
 connection to the slot's master, the handler called by one at a time; with FIXLAB_CLUSTER_LEAN=0 one
 per stream on redis-py's cluster client).
 """
@@ -33,7 +33,9 @@ import redis
 from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.outbound import MassCancelJoin, Outbound
 from shared import streams
-from shared.bus import ClusterMultiStreamConsumer, Entry, LeanMultiStreamConsumer, is_cluster
+from shared.bus import Entry, is_cluster
+from shared.bus_cluster import ClusterMultiStreamConsumer
+from shared.bus_lean import LeanMultiStreamConsumer
 from shared.resp import RespConnection
 
 log = logging.getLogger(__name__)

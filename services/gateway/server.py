@@ -117,7 +117,7 @@ class Gateway:
         self.cancel_on_disconnect = cancel_on_disconnect_sessions(specs)
         self.stp_configured = stp_modes(specs)  # the sessions file's; the lab page changes its own
         # On a Redis Cluster: redis-py's cluster client where one Redis has a lean connection, every
-        # transaction in one slot (services.gateway.slots, shared.bus.ClusterMultiStreamConsumer).
+        # transaction in one slot (services.gateway.slots, shared.bus_cluster.ClusterMultiStreamConsumer).
         self.cluster = is_cluster_url(common.redis_url)
         # The light-load shortcut: its own lean connection, short time-outs (it runs on the engine
         # thread), the same Publisher as the publisher process, no done count (no records).

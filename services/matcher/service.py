@@ -30,7 +30,8 @@ from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
 from shared import bus, redis_cluster, resp, streams
-from shared.bus import Effects, Entry, LeanStreamConsumer, StreamConsumer, WritesLost, id_after
+from shared.bus import Effects, Entry, StreamConsumer, WritesLost, id_after
+from shared.bus_lean import LeanStreamConsumer
 from shared.clock import now_ns
 from shared.cluster_node import SlotConnection
 from shared.health import HealthReporter

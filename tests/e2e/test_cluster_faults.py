@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import quickfix as fix
 from redis.cluster import ClusterNode, RedisCluster
 
 from benchmarks.chaos.client import ChaosClient
@@ -142,9 +141,11 @@ def _settled(clients: list[ChaosClient], rc: RedisCluster, env: Mapping[str, str
     return state
 
 
-def _status(comp: str, clordid: str, symbol: str, side: str) -> None:
+def _status(client: ChaosClient, comp: str, clordid: str, symbol: str, side: str) -> None:
+    """An OrderStatusRequest on ``comp``'s session of ``client``: through its own initiator, not
+    QuickFIX's registry, where an earlier test's session of the same CompID may still sit."""
     body: list[tuple[int, object]] = [(11, clordid), (55, symbol), (54, side)]
-    assert fix.Session.sendToTarget(raw(comp, body, "H"), fix.SessionID("FIX.4.4", comp, "FIXLAB"))
+    assert client.send_message(comp, raw(comp, body, "H"))
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +285,7 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
     comps = {d.tag: d.comp_id for d in acorn.drivers.values()}
     side = {f[11]: f[54] for _t, f in _seen(acorn) if f.get(150) == "0"}
     for clordid in sorted(resting_before):
-        _status(comps[clordid.rpartition("-")[0]], clordid, "ACORN.LAB", side[clordid])
+        _status(acorn, comps[clordid.rpartition("-")[0]], clordid, "ACORN.LAB", side[clordid])
     for clordid in sorted(resting_before):
         status = eventually(lambda k=clordid: next((f for _t, f in _seen(acorn)  # type: ignore[misc]
                                                    if f.get(11) == k and f.get(150) == "I"), None),

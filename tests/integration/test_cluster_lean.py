@@ -22,7 +22,9 @@ from services.gateway.slots import ClusterIntake
 from services.matcher.config import load
 from services.matcher.service import MatcherService
 from shared import resp, streams
-from shared.bus import ClusterMultiStreamConsumer, Entry, LeanStreamConsumer, publish
+from shared.bus import Entry, publish
+from shared.bus_cluster import ClusterMultiStreamConsumer
+from shared.bus_lean import LeanStreamConsumer
 from shared.cluster_node import SlotConnection
 from shared.redis_cluster import LocalCluster
 from shared.schema import Accepted, NewOrder, decode_batch, encode_batch

@@ -23,7 +23,8 @@ from services.gateway.publisher import IntakeLoop
 from services.gateway.records import fix_record
 from services.gateway.slots import ClusterIntake, done_keys
 from shared import streams
-from shared.bus import ClusterMultiStreamConsumer, Entry, StreamConsumer, connect, publish
+from shared.bus import Entry, StreamConsumer, connect, publish
+from shared.bus_cluster import ClusterMultiStreamConsumer
 from shared.config import Instrument
 from shared.redis_cluster import LocalCluster
 from shared.schema import Accepted, LabStart, NewOrder, Refused, SessionEnded, decode_wire_batch

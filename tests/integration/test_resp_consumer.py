@@ -20,7 +20,8 @@ import pytest
 import redis
 
 from shared import bus, streams
-from shared.bus import Effects, LeanMultiStreamConsumer, LeanStreamConsumer
+from shared.bus import Effects
+from shared.bus_lean import LeanMultiStreamConsumer, LeanStreamConsumer
 from shared.redis_server import RedisServer
 from shared.resp import RespConnection
 from shared.schema import SessionEnded, Trade, decode_batch
