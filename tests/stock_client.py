@@ -10,6 +10,7 @@ and every validation switch on, recording what its engine received and every adm
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -139,16 +140,24 @@ def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int 
     """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out.
     ``app`` makes each session's application (a StockClient that records more, for instance)."""
     sessions = [StockSession(comp, app()) for comp in comps]
-    initiators = [fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
-                                      stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp], heartbeat_s))
-                  for s in sessions]
-    for s, initiator in zip(sessions, initiators, strict=True):
-        s.initiator = initiator
-        initiator.start()
+    for s in sessions:
+        s.initiator = fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
+                                          stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp],
+                                                         heartbeat_s))
     try:
+        for s in sessions:
+            assert s.initiator is not None
+            s.initiator.start()
         for s in sessions:
             assert s.client.logged_on.wait(15), f"{s.comp} did not log on"
         yield sessions
     finally:
-        for initiator in initiators:
-            initiator.stop()
+        for s in sessions:
+            if s.initiator is not None:
+                s.initiator.stop()
+        # Destroy the stopped initiators now: their Sessions stay in QuickFIX's process-wide registry
+        # until the C++ objects go, and the next initiator of the same CompID would be looked up
+        # there and never log on (a later test's "CLIENT01 did not log on" in one pytest run).
+        for s in sessions:
+            s.initiator = None
+        gc.collect()

@@ -51,6 +51,8 @@ class GatewaySettings:
     # A lone order (nothing received for this long before it) goes on the bus from the engine
     # thread itself, past the publisher process (direct.py); 0 turns the shortcut off.
     direct_idle_s: float = 0.00025
+    # A shortcut write slower than this rests the shortcut for 2 s (direct.py: an fsync per order).
+    direct_slow_s: float = 0.001
     # When the trading day ends (UTC): Day orders still resting are cancelled (services/gateway/endofday.py).
     end_of_day: dt.time = dt.time(21, 0)
     # The acceptor validates with the exchange's dictionary trimmed to the messages it speaks (N: the
@@ -139,6 +141,7 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         end_of_day=env_time(env, ENV_PREFIX + "END_OF_DAY", "21:00"),
         trim_dictionary=env_bool(env, ENV_PREFIX + "TRIM_DICTIONARY", True),
         direct_idle_s=env_float(env, ENV_PREFIX + "DIRECT_IDLE_US", 250.0, lo=0.0, hi=1e7) / 1e6,
+        direct_slow_s=env_float(env, ENV_PREFIX + "DIRECT_SLOW_US", 1000.0, lo=1.0, hi=1e8) / 1e6,
         md_interval_s=env_int(env, ENV_PREFIX + "MD_INTERVAL_MS", 100, lo=1, hi=60_000) / 1000,
         md_max_trades=env_int(env, ENV_PREFIX + "MD_MAX_TRADES", 50, lo=1, hi=100_000),
         stall_s=env_float(env, ENV_PREFIX + "FIX_STALL_S", 30.0, lo=0.0),

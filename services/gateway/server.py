@@ -129,7 +129,7 @@ class Gateway:
                                               Inbound(common.instruments, settings.gateway_id, prefix + "d",
                                                       stp_modes(specs)),
                                               common.instruments, common.stream_maxlen, ""),
-                                    idle_s=settings.direct_idle_s)
+                                    idle_s=settings.direct_idle_s, slow_s=settings.direct_slow_s)
                        if settings.direct_idle_s > 0 else None)
         # Market data (V/W/X/Y): idle until a session asks (mdfeed.py).
         self.market = MarketFeed(common.redis_url, common.instruments, settings.gateway_id,

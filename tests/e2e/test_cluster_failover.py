@@ -160,6 +160,13 @@ def test_a_master_failover_loses_nothing_anyone_was_told(cluster: LocalCluster,
                 assert status.get(39) == m.get(39) and status.get(14) == m.get(14), (m, status)
         assert buyer.client.session_rejects() == [] and seller.client.session_rejects() == []
         assert buyer.client.errors == [] and seller.client.errors == []
-    # The matcher of shard a lost its last commits with the old master: it rebuilt from what the
-    # promoted replica kept (RecoveryError, restarted by the runner), and went on.
-    assert run.find(r"restarted matcher"), run.tail(120)
+    # When the matcher of shard a committed in the window (it had read orders the master took before
+    # the intake found the replica gone), its last commits went with the old master: it rebuilt from
+    # what the promoted replica kept (WritesLost -> RecoveryError, restarted by the runner) and went
+    # on. Whether it committed there is a matter of timing (in one CI run the intake's replica probe
+    # saw the cut first and nothing reached the matcher), so the test asks for the consequence, not
+    # the event: a matcher restarts exactly when Redis lost its writes, and for no other reason.
+    lost = run.find(r"Redis lost acknowledged writes: restart to rebuild")
+    restarted = run.find(r"restarted matcher")
+    assert bool(lost) == bool(restarted), run.tail(120)
+    assert not run.find(r"cannot recover: (?!.*Redis lost acknowledged writes)"), run.tail(120)

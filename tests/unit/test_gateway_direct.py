@@ -46,15 +46,19 @@ def test_a_slow_write_rests_the_shortcut_and_the_quiet_spell_counts_from_its_end
     # wait for one per order. slow_s=0 makes any real write "slow"; a huge one makes none slow.
     fast = direct(redis_url, idle_s=0.5)
     fast.slow_s = 60.0
-    assert fast.quiet(time.monotonic()) and fast.publish(NOS)
-    assert (fast.published, fast.slow) == (1, 0)
-    # An order arriving right after the write (it waited in the socket meanwhile) is not "quiet".
-    assert not fast.quiet(time.monotonic())
-
     slow = direct(redis_url, idle_s=0.001)
     slow.slow_s = 0.0
-    now = time.monotonic()
-    assert slow.quiet(now) and slow.publish(NOS.replace("11=o1", "11=o2"))
-    assert (slow.published, slow.slow, slow.fallbacks) == (1, 1, 0)  # on the bus, but slow
-    assert not slow.quiet(now + 1.0)  # rests (5 s here) though quiet long enough
-    assert slow.quiet(now + 10.0)
+    try:
+        assert fast.quiet(time.monotonic()) and fast.publish(NOS)
+        assert (fast.published, fast.slow) == (1, 0)
+        # An order arriving right after the write (it waited in the socket meanwhile) is not "quiet".
+        assert not fast.quiet(time.monotonic())
+
+        now = time.monotonic()
+        assert slow.quiet(now) and slow.publish(NOS.replace("11=o1", "11=o2"))
+        assert (slow.published, slow.slow, slow.fallbacks) == (1, 1, 0)  # on the bus, but slow
+        assert not slow.quiet(now + 1.0)  # rests (5 s here) though quiet long enough
+        assert slow.quiet(now + 10.0)
+    finally:
+        fast.publisher.conn.close()  # type: ignore[attr-defined]
+        slow.publisher.conn.close()  # type: ignore[attr-defined]
