@@ -11,10 +11,11 @@ event on the events stream) over a lean connection of its own with a short time-
 next order arrives sooner than ``idle_s`` and takes the pipe, so the flood path is unchanged.
 
 The engine thread waits for the write, so the shortcut only pays while writes are fast. A write
-slower than ``slow_s`` (Redis with ``appendfsync always`` answers after an fdatasync: p50 3 ms on
-this project's VMs) would hold every session's traffic behind one order's fsync, and each order of a
-closed-loop client would then find the engine "quiet" again and pay a whole fsync on its own: 300
-orders/s at 8x32, where the publisher's batches share one fsync among hundreds. So a slow write
+slower than ``slow_s`` (``FIXLAB_DIRECT_SLOW_US``; Redis with ``appendfsync always`` answers after
+an fdatasync, milliseconds on a busy disk) would hold every session's traffic behind one order's
+fsync, and each order of a closed-loop client would then find the engine "quiet" again and pay a
+whole fsync on its own: the full stack did 490-630 orders/s at 4x8 and 648-731 at 8x32 with a test
+run beside it, where the publisher's batches share one fsync among hundreds. So a slow write
 rests the shortcut for ``pause_s`` as an error does, and the quiet spell is counted from the end of
 the previous write, not from the previous order's arrival.
 
