@@ -56,9 +56,9 @@ bench: install
 	@# 3-master cluster, side by side, and the model of N shards (deploy/SCALING.md section 5).
 	@$(BIN)/python -m benchmarks.shards_stack
 	@# Seed 004's method for every adapter: CODEC_SAMPLES timed samples of 32 operations each after
-	@# a tenth as many untimed. The project's codec first (~8 min), then the QuickFIX rows and simplefix
-	@# side by side, one per core (~80 min: QuickFIX's typed encode of a 10-level W alone ~1 ms an
-	@# operation). `make bench CODEC_SAMPLES=2000` for a quick look (not seed 004's method).
+	@# a tenth as many untimed. The project's codec first (~8 min), then the QuickFIX rows (~19 min) and
+	@# simplefix (~25 min) side by side, one per core. `make bench CODEC_SAMPLES=2000` for a quick look
+	@# (not seed 004's method).
 	@$(BIN)/python -m benchmarks.codec --samples $(CODEC_SAMPLES) --warmup $$(($(CODEC_SAMPLES) / 10)) --adapter shared.fix
 	@$(BIN)/python -m benchmarks.codec --samples $(CODEC_SAMPLES) --warmup $$(($(CODEC_SAMPLES) / 10)) --adapter QuickFIX --merge & pid=$$!; \
 	 $(BIN)/python -m benchmarks.codec --samples $(CODEC_SAMPLES) --warmup $$(($(CODEC_SAMPLES) / 10)) --adapter simplefix --merge; rc=$$?; \
