@@ -162,6 +162,11 @@ def test_events_lost_by_a_failover_were_told_only_without_wait(cluster: LocalClu
         rc.xadd(STREAM, {streams.BATCH_FIELD: encode_batch([message(1)])})
         eventually(lambda: told == ["S1"], what="the first event handled")
         master, replica = owner_and_replica(cluster, STREAM)
+        # Replication is asynchronous: the cut must come after the replica holds S1 (in one CI run it
+        # came first, and the promoted replica held nothing at all).
+        with _plain(replica) as r:
+            r.execute_command("READONLY")
+            eventually(lambda: sessions_in(r) == ["S1"], what="the first event on the replica")
         cut_off(cluster, master, replica)
         rc.xadd(STREAM, {streams.BATCH_FIELD: encode_batch([message(2)])})  # acknowledged by the master
         with _plain(master) as m:
