@@ -79,15 +79,18 @@ class TapLoop:
             return
 
         async def _cancel_all() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Listeners first: a connection accepted while the relays are being cancelled would start
+            # a relay after the cancelling, and its socket would outlive the loop.
+            for server in [x for x in self.open if isinstance(x, asyncio.AbstractServer)]:
+                server.close()
+                self.open.discard(server)
+            await asyncio.sleep(0)  # accepted connections' relays start on this turn
+            while tasks := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
             left = list(self.open)
             self.open.clear()
-            for server in left:
-                if isinstance(server, asyncio.AbstractServer):
-                    server.close()
             await shut([w for w in left if isinstance(w, asyncio.StreamWriter)])
 
         with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
@@ -141,7 +144,9 @@ class Tap:
 
     async def _accept(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         if self._busy or self._server is None:  # one engine connection at a time
-            c_writer.close()
+            self._loop.open.add(c_writer)
+            await shut([c_writer])
+            self._loop.open.discard(c_writer)
             return
         self._busy = True
         self._loop.open.add(c_writer)
