@@ -78,6 +78,14 @@ class DeafFix:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.settimeout(10)
+        try:
+            self._logon(port, heartbeat_s)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _logon(self, port: int, heartbeat_s: int) -> None:
+        comp_id = self.comp_id
         self.sock.connect(("127.0.0.1", port))
         self.send("A", [(98, 0), (108, heartbeat_s), (141, "Y")])
         got = b""

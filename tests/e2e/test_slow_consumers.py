@@ -9,6 +9,7 @@ measured are printed, and docs/RELIABILITY.md reports them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -69,23 +70,32 @@ def rss_mib(pid: int) -> float:
 
 
 def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) -> None:
+    with contextlib.ExitStack() as closing:  # every client closed, also when an assertion fails
+        _slow_readers(site, tmp_path, closing)
+
+
+def _slow_readers(site: Site, tmp_path: Path, closing: contextlib.ExitStack) -> None:
     web_pid, gw_pid = site.web.proc.pid, site.stack.gateway.pid
     good = Client(site.web.ws_url)
+    closing.callback(good.close)
     good.wait("hello")
     good.send({"op": "logon"})
     good.wait("state", lambda m: m.get("status") == "logged_on", timeout=20)
     rss0 = {"web": rss_mib(web_pid), "gateway": rss_mib(gw_pid)}
 
     stalled = StalledPage(site.web.ws_url)
+    closing.callback(stalled.close)
     # Its own traffic too: pings whose pongs it never reads (besides the market it is sent), until the
     # web drops it.
     stalled.flood()
     # A FIX client that sends orders and never reads what comes back (a 4 KiB receive buffer: what its
     # kernel takes for it does not depend on the machine's TCP settings).
     deaf = DeafFix(site.stack.fix_port, "CLIENT05")
+    closing.callback(deaf.close)
     deaf.orders(2000)
     # A market-data subscriber that never reads its updates.
     lagger = DeafFix(site.stack.fix_port, "CLIENT06")
+    closing.callback(lagger.close)
     lagger.subscribe()
 
     # The good page keeps reading while the bench trades (market traffic for every page and subscriber).
@@ -100,6 +110,8 @@ def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) ->
 
     reader = threading.Thread(target=read_good, daemon=True)
     reader.start()
+    closing.callback(reader.join)
+    closing.callback(stop.set)
     out = tmp_path / "bench.json"
     bench = subprocess.run(
         [sys.executable, "-m", "services.bench", "--addr", f"127.0.0.1:{site.stack.fix_port}", "--sessions",
@@ -138,7 +150,3 @@ def test_slow_readers_are_bounded_and_hurt_no_one(site: Site, tmp_path: Path) ->
     assert site.web.proc.poll() is None and site.stack.gateway.poll() is None
     assert rss1["web"] - rss0["web"] < WEB_GROWTH_MIB, (rss0, rss1)
     assert rss1["gateway"] - rss0["gateway"] < GATEWAY_GROWTH_MIB, (rss0, rss1)
-    deaf.close()
-    lagger.close()
-    stalled.close()
-    good.close()

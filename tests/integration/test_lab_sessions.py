@@ -5,12 +5,24 @@ Each test drives the sessions only through the bus, as the web page does, and re
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
+from services.gateway.lab.session import LabSession
+from services.gateway.lab.tap import Tap, TapLoop
 from shared import streams
 from tests.helpers import eventually
-from tests.integration.test_lab_support import Lab, command, lab_manager, plain_exchange, start_lab, tags
+from tests.integration.test_lab_support import (
+    Lab,
+    command,
+    lab_manager,
+    lab_settings,
+    plain_exchange,
+    start_lab,
+    tags,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -207,3 +219,26 @@ def test_issue_14_commands_on_the_wire(redis_url: str) -> None:
         lab.wait_notice("cannot be set on this gateway")
         command(r, GW, lab.lab_id, "md_unsubscribe", symbol="ACORN.LAB")
         lab.wait_notice("not subscribed")
+
+
+def test_a_session_ended_before_its_engine_started_never_starts_it() -> None:
+    """A visitor's Logout can end a session between its publication and its start (the manager
+    shows it to commands first). The engine must then not start: QuickFIX's stop() on an initiator
+    not yet started returns at once, and one started afterwards either ran on as a session nobody
+    owned or, freed under its own thread, crashed the gateway (SIGSEGV in SocketInitiator::onStart)."""
+    records: list[tuple[object, ...]] = []
+    with plain_exchange() as exchange:
+        loop = TapLoop().start()
+        tap = Tap(loop, "127.0.0.1", exchange.port, lambda *a: records.append(a), lambda reason: None)
+        tap.open()
+        session = LabSession("early-end", "LAB001", GW, lab_settings(), tap, lambda m: None,
+                             lambda s, reason: None)
+        try:
+            session.stop_engine()  # the ender thread came first
+            session.start()
+            time.sleep(1.5)  # an engine started anyway would have connected and logged on by now
+            assert records == [] and not exchange.received()
+        finally:
+            session.stop_engine()
+            tap.close()
+            loop.stop()

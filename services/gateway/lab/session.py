@@ -122,10 +122,20 @@ class LabSession(fix.Application):
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        port = self.tap.port
-        self._initiator = fix.SocketInitiator(self, fix.MemoryStoreFactory(),
-                                              initiator_settings(self.comp_id, port, self.settings))
-        self._initiator.start()
+        """Start the initiator; nothing when the session was ended first.
+
+        Under the engine lock, as stop_engine: the session is visible to the visitor's commands before
+        it starts, and a Logout at once ends it from another thread. QuickFIX's stop() on an initiator
+        whose start() had not yet got going returns at once without joining the engine thread, and
+        the initiator freed under that thread crashed the gateway (SIGSEGV in
+        SocketInitiator::onStart, the slow-consumer test's stalled page on a loaded machine)."""
+        with self._engine_lock:
+            if self._stopped:
+                return
+            initiator = fix.SocketInitiator(self, fix.MemoryStoreFactory(),
+                                            initiator_settings(self.comp_id, self.tap.port, self.settings))
+            initiator.start()
+            self._initiator = initiator
 
     def stop_engine(self) -> None:
         """Stop the initiator (it sends a Logout if still logged on, waiting up to LogoutTimeout)."""
