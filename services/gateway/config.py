@@ -51,7 +51,7 @@ class GatewaySettings:
     # A lone order (nothing received for this long before it) goes on the bus from the engine
     # thread itself, past the publisher process (direct.py); 0 turns the shortcut off.
     direct_idle_s: float = 0.00025
-    # A shortcut write slower than this rests the shortcut for 2 s (direct.py: an fsync per order).
+    # Three shortcut writes in a row slower than this rest the shortcut for 2 s (direct.py: fsyncs).
     direct_slow_s: float = 0.001
     # When the trading day ends (UTC): Day orders still resting are cancelled (services/gateway/endofday.py).
     end_of_day: dt.time = dt.time(21, 0)

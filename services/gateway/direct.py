@@ -52,7 +52,7 @@ class DirectIntake:
         self._slow_run = 0
         self.published = 0  # orders that took the shortcut
         self.fallbacks = 0  # orders that tried it and went to the pipe after a Redis error
-        self.slow = 0  # shortcut writes that took longer than slow_s (each rests it for pause_s)
+        self.slow = 0  # shortcut writes that took longer than slow_s (slow_run in a row rest it for pause_s)
         self._last = float("-inf")  # when the previous order arrived (monotonic)
         self._paused_until = float("-inf")
 

@@ -28,7 +28,7 @@ def health(stack: Stack) -> dict[str, str]:
 
 @pytest.mark.parametrize("idle_us", ["250", "0"])
 def test_lone_orders_and_refusals_are_answered_by_either_route(idle_us: str) -> None:
-    # A write slower than FIXLAB_DIRECT_SLOW_US rests the shortcut (unit-tested); a loaded CI machine
+    # Slow writes in a row (FIXLAB_DIRECT_SLOW_US) rest the shortcut (unit-tested); a loaded CI machine
     # may take longer than the default 1 ms for one, so this test, about the route, sets it high.
     env = {"FIXLAB_DIRECT_IDLE_US": idle_us, "FIXLAB_DIRECT_SLOW_US": "10000000"}
     with gateway_stack(None, env=env) as stack, \
