@@ -45,10 +45,13 @@ class StalledPage:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
-        self.sock.connect((host, int(port)))
-        self.ws: ClientConnection = connect(url, sock=self.sock, max_queue=1, open_timeout=10,
-                                            ping_interval=None, compression=None, legacy=True)
-        self.ws.send(json.dumps({"op": "logon"}))
+        with contextlib.ExitStack() as failed:  # the socket is closed if the page cannot log on
+            failed.callback(self.sock.close)
+            self.sock.connect((host, int(port)))
+            self.ws: ClientConnection = connect(url, sock=self.sock, max_queue=1, open_timeout=10,
+                                                ping_interval=None, compression=None, legacy=True)
+            self.ws.send(json.dumps({"op": "logon"}))
+            failed.pop_all()
         self.pings = pings
         self.seconds = seconds
         self.sent = 0
@@ -78,24 +81,19 @@ class DeafFix:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.settimeout(10)
-        try:
-            self._logon(port, heartbeat_s)
-        except BaseException:
-            self.sock.close()
-            raise
-
-    def _logon(self, port: int, heartbeat_s: int) -> None:
-        comp_id = self.comp_id
-        self.sock.connect(("127.0.0.1", port))
-        self.send("A", [(98, 0), (108, heartbeat_s), (141, "Y")])
-        got = b""
-        while SOH + b"10=" not in got:  # the Logon answer: the last thing it reads
-            chunk = self.sock.recv(4096)
-            if not chunk:
-                raise ConnectionError(f"{comp_id}: the gateway closed the connection at Logon")
-            got += chunk
-        if b"\x0135=A\x01" not in got:
-            raise ConnectionError(f"{comp_id}: no Logon answer: {got[:200]!r}")
+        with contextlib.ExitStack() as failed:  # the socket is closed if the Logon fails
+            failed.callback(self.sock.close)
+            self.sock.connect(("127.0.0.1", port))
+            self.send("A", [(98, 0), (108, heartbeat_s), (141, "Y")])
+            got = b""
+            while SOH + b"10=" not in got:  # the Logon answer: the last thing it reads
+                chunk = self.sock.recv(4096)
+                if not chunk:
+                    raise ConnectionError(f"{comp_id}: the gateway closed the connection at Logon")
+                got += chunk
+            if b"\x0135=A\x01" not in got:
+                raise ConnectionError(f"{comp_id}: no Logon answer: {got[:200]!r}")
+            failed.pop_all()
 
     def send(self, msg_type: str, fields: list[tuple[int, object]]) -> None:
         header: list[tuple[int, object]] = [(35, msg_type), (49, self.comp_id), (56, EXCHANGE_COMP_ID),

@@ -49,7 +49,7 @@ class DirectIntake:
         self.pause_s = pause_s
         self.slow_s = slow_s
         self.slow_run = slow_run  # this many slow writes in a row rest the shortcut
-        self._slow_run = 0
+        self._slow_in_a_row = 0
         self.published = 0  # orders that took the shortcut
         self.fallbacks = 0  # orders that tried it and went to the pipe after a Redis error
         self.slow = 0  # shortcut writes that took longer than slow_s (slow_run in a row rest it for pause_s)
@@ -69,12 +69,12 @@ class DirectIntake:
             self._last = ended = time.monotonic()
             if ended - started > self.slow_s:
                 self.slow += 1
-                self._slow_run += 1
-                if self._slow_run >= self.slow_run:
-                    self._slow_run = 0
+                self._slow_in_a_row += 1
+                if self._slow_in_a_row >= self.slow_run:
+                    self._slow_in_a_row = 0
                     self._paused_until = ended + self.pause_s
             else:
-                self._slow_run = 0
+                self._slow_in_a_row = 0
             return True
         self.publisher.forget()
         self.fallbacks += 1
