@@ -172,7 +172,12 @@ class LabSession(fix.Application):
             return
         session = self._session()
         if session is not None:
-            self._seqs = (session.getExpectedSenderNum(), session.getExpectedTargetNum())
+            seqs = (session.getExpectedSenderNum(), session.getExpectedTargetNum())
+            # Checked again: the engine thread may have kept the final numbers (fromAdmin, at the
+            # exchange's Logout) and reset its own since the check above, and numbers read after
+            # that are the reset ones (a page showed 1 after a silent session's Logout, once in CI).
+            if not self._seqs_final:
+                self._seqs = seqs
 
     def state(self) -> LabState:
         if self._engine_lock.acquire(blocking=False):  # while the engine stops, the last numbers stand
