@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import io
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -33,8 +37,19 @@ class LogfmtFormatter(logging.Formatter):
         return " ".join(parts)
 
 
+STACKS_SIGNAL = signal.SIGUSR2  # kill -USR2 PID: every thread's Python stack on stderr, and on it goes
+
+
 def setup(service: str) -> None:
-    """Log to stderr in logfmt at FIXLAB_LOG_LEVEL (default INFO)."""
+    """Log to stderr in logfmt at FIXLAB_LOG_LEVEL (default INFO).
+
+    Also on stderr: the Python stacks of a crash (SIGSEGV in an extension, SIGABRT ...) and, on
+    ``STACKS_SIGNAL``, of every thread of a process that is still running (the runner sends it to
+    a service that does not stop in time, before it kills it).
+    """
+    with contextlib.suppress(AttributeError, ValueError, io.UnsupportedOperation):  # stderr not a file
+        faulthandler.enable()
+        faulthandler.register(STACKS_SIGNAL, all_threads=True)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogfmtFormatter(service))
     root = logging.getLogger()

@@ -28,8 +28,10 @@ from types import FrameType
 from typing import IO
 
 from shared.lifeline import die_with_parent
+from shared.logs import STACKS_SIGNAL
 
 POLL_S = 0.05
+STACKS_WAIT_S = 0.5  # for a hung service to write its stacks before it is killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +167,16 @@ class Supervisor:
                 break
             hurry = self.signals > 1  # the first one asked for this stop
             if hurry or time.monotonic() > deadline:
+                if not hurry:
+                    # Why it hangs goes to its log first: every thread's stack (shared.logs).
+                    for child in waiting:
+                        self.say(f"{child.spec.name}: did not stop in {self.grace_s:g}s; its threads' "
+                                 "stacks follow in its log; killing it")
+                        child.signal_group(STACKS_SIGNAL)
+                    time.sleep(STACKS_WAIT_S)
                 for child in waiting:
-                    why = "a second signal" if hurry else f"did not stop in {self.grace_s}s"
-                    self.say(f"{child.spec.name}: {why}; killing it")
+                    if hurry:
+                        self.say(f"{child.spec.name}: a second signal; killing it")
                     child.signal_group(signal.SIGKILL)
                 for child in waiting:
                     assert child.proc is not None

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from shared.logs import STACKS_SIGNAL
 from shared.redis_server import RedisServer, free_port
+from shared.supervisor import STACKS_WAIT_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SOH = b"\x01"
@@ -51,13 +53,17 @@ def _spawn(argv: list[str], env: Mapping[str, str], log: Path) -> subprocess.Pop
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout_s``."""
+    """SIGTERM, then SIGKILL after ``timeout_s``; a service's log then shows where it hung (its
+    threads' stacks, written on ``STACKS_SIGNAL`` as the runner asks for them)."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(STACKS_SIGNAL)
+            time.sleep(STACKS_WAIT_S)
             proc.kill()
             proc.wait()
 

@@ -24,7 +24,7 @@ def main() -> int:
         return 2
     gcpolicy.apply(gc_policy)
     uvicorn.run(app, host=settings.host, port=settings.port, ws_max_size=settings.ws_max_bytes,
-                log_config=None, access_log=False, timeout_graceful_shutdown=5)
+                log_config=None, access_log=False, timeout_graceful_shutdown=3)
     return 0
 
 

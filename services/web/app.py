@@ -41,16 +41,18 @@ def create_app(settings: WebSettings) -> FastAPI:
             # Log out every session a page still holds: a closing server leaves none behind.
             for lab in list(hub.labs):
                 lab.abandon()
+            # Bounded throughout: the runner kills what has not stopped 8 s after SIGTERM, and
+            # uvicorn's graceful shutdown may have taken 3 of them already.
             if hub._tasks:
-                await asyncio.wait(list(hub._tasks), timeout=3)
+                await asyncio.wait(list(hub._tasks), timeout=2)
             feed.cancel()
             for lab in hub.labs:
                 if lab.task is not None:
                     lab.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await feed
-            await asyncio.to_thread(reporter.stop)
-            await hub.r.aclose()
+            await asyncio.wait([feed], timeout=1)
+            await asyncio.wait([asyncio.create_task(asyncio.to_thread(reporter.stop))], timeout=1)
+            with contextlib.suppress(*REDIS_ERRORS, TimeoutError):
+                await asyncio.wait_for(hub.r.aclose(), 1)
             hub.sync_r.close()
 
     app = FastAPI(title="FIX Lab", lifespan=lifespan, docs_url=None, redoc_url=None)

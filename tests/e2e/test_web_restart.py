@@ -26,7 +26,7 @@ from shared.clock import now_ns
 from shared.redis_server import free_port
 from shared.schema import LabCommand, LabState, decode_batch
 from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS
-from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order
+from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order, stop_process
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
@@ -78,9 +78,9 @@ class Web:
         self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        if self.proc is not None:
+            # As everywhere in tests/: a web that outlives its SIGTERM is killed, its stacks logged.
+            stop_process(self.proc, timeout_s=20)
 
 
 @dataclass

@@ -4,6 +4,7 @@ along when it is killed -9."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,9 +18,11 @@ from tests.helpers import eventually
 ROOT = Path(__file__).resolve().parents[2]
 
 # A child that writes its name to a file when SIGTERM reaches it, waits a little (as a service
-# finishing its work does), then exits. IGNORE=1: it ignores SIGTERM.
+# finishing its work does), then exits. IGNORE=1: it ignores SIGTERM. It logs as the services do.
 CHILD = textwrap.dedent("""
     import os, signal, sys, time
+    from shared import logs
+    logs.setup("child")
     name, log = sys.argv[1], sys.argv[2]
     def bye(*_):
         with open(log, "a") as f:
@@ -119,6 +122,23 @@ def test_a_second_signal_kills_what_does_not_stop(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
     assert proc.stdout is not None
     proc.stdout.close()
+    assert not any(_alive(k) for k in kids)
+
+
+def test_a_service_that_does_not_stop_in_time_shows_where_it_hangs_then_dies(tmp_path: Path) -> None:
+    proc = _start(tmp_path, ignore=True, grace_s=1.0)
+    kids = _children(proc.pid)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(15) == 0
+    assert proc.stdout is not None
+    rest = proc.stdout.read().decode()
+    proc.stdout.close()
+    # Each tier waits out its grace; each hung child's stack is in its log before it is killed.
+    for name in "wbgm":
+        assert f"{name}: did not stop in 1s; its threads' stacks follow in its log; killing it" in rest
+        # Its own lines only: the children of a tier write theirs at the same time.
+        own = "\n".join(x.split("| ", 1)[1] for x in rest.splitlines() if re.match(rf"{name} +\| ", x))
+        assert re.search(r"^Current thread .*\n  File .*, line \d+ in <module>", own, re.M), rest
     assert not any(_alive(k) for k in kids)
 
 
