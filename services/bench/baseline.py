@@ -21,6 +21,7 @@ import quickfix as fix
 from services.bench.engine import TransactTime, acceptor_settings
 from shared import logs
 from shared.compids import BENCH_COMP_IDS
+from shared.fix.engine_thread import keep_thread_state
 from shared.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class EchoNew(fix.Application):
         pass
 
     def onLogon(self, sessionID: fix.SessionID) -> None:
-        pass
+        keep_thread_state()
 
     def onLogout(self, sessionID: fix.SessionID) -> None:
         pass
@@ -65,6 +66,7 @@ class EchoNew(fix.Application):
         pass
 
     def fromApp(self, message: fix.Message, sessionID: fix.SessionID) -> None:
+        keep_thread_state()
         try:
             if message.getHeader().getField(35) != "D":
                 raise fix.UnsupportedMessageType()

@@ -18,6 +18,7 @@ import quickfix as fix
 from services.bench.engine import TransactTime, initiator_settings, order_template
 from services.bench.plan import SessionPlan
 from services.bench.window import OrderWindow
+from shared.fix.engine_thread import keep_thread_state
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class BenchApplication(fix.Application):
         pass
 
     def onLogon(self, sessionID: fix.SessionID) -> None:
+        keep_thread_state()
         try:
             driver = self.drivers[sessionID.getSenderCompID().getValue()]
             driver.session = fix.Session.lookupSession(sessionID)
@@ -137,6 +139,7 @@ class BenchApplication(fix.Application):
 
     def fromApp(self, message: fix.Message, sessionID: fix.SessionID) -> None:
         now = time.perf_counter_ns()
+        keep_thread_state()
         try:
             exec_type = message.getField(150)
             if exec_type == "0" or exec_type == "8":

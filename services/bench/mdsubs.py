@@ -27,6 +27,7 @@ import quickfix as fix
 from services.bench.engine import bench_comp_ids, data_dictionary_path, initiator_settings
 from shared.compids import BENCH_COMP_IDS
 from shared.config import parse_instruments
+from shared.fix.engine_thread import keep_thread_state
 
 BUCKET_NS = 100_000_000
 
@@ -59,6 +60,7 @@ class Subscribers(fix.Application):
     def fromAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
 
     def onLogon(self, sid: fix.SessionID) -> None:
+        keep_thread_state()  # shared.fix.engine_thread
         try:
             fix.Session.sendToTarget(self.request(sid.getSenderCompID().getValue()), sid)
         except Exception as exc:
@@ -72,6 +74,7 @@ class Subscribers(fix.Application):
             self.errors.append(repr(exc))
 
     def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        keep_thread_state()
         try:
             kind = msg.getHeader().getField(35)
             with self.lock:

@@ -17,6 +17,7 @@ import quickfix as fix
 from services.bots.config import BotSettings
 from services.bots.ladder import Quote, ladder, levels_per_side, missing
 from shared.fix.codec import field_values
+from shared.fix.engine_thread import keep_thread_state
 
 log = logging.getLogger("bots")
 
@@ -67,6 +68,7 @@ class Bots(fix.Application):
             log.exception("onCreate failed")
 
     def onLogon(self, sid: fix.SessionID) -> None:
+        keep_thread_state()  # the initiator lives as long as the process (shared.fix.engine_thread)
         try:
             self._put("logon", sid, {})
         except Exception:
@@ -88,6 +90,7 @@ class Bots(fix.Application):
         pass
 
     def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        keep_thread_state()
         try:
             self._put("app", sid, fields_of(msg))
         except Exception:

@@ -23,6 +23,7 @@ from services.gateway.silence import SilenceWatchdog
 from services.gateway.unsupported import REJECT, as_business_reject
 from shared.clock import now_ns
 from shared.fix.codec import split_fields
+from shared.fix.engine_thread import keep_thread_state
 from shared.schema import SessionEnded
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class GatewayApp(fix.Application):
             self._failed("onCreate")
 
     def onLogon(self, sid: fix.SessionID) -> None:
+        keep_thread_state()  # the engine thread's Python state lives as long as the acceptor
         try:
             comp = self.registry.comp_of(sid)
             self.registry.set_logged_on(comp, True)
@@ -194,6 +196,7 @@ class GatewayApp(fix.Application):
         # most of it), so it does the least possible: read the MsgType from the text and write the
         # text to the publisher process, which translates and stamps it (see handoff.py); a lone
         # order after a quiet spell goes on the bus from here instead (see direct.py).
+        keep_thread_state()
         try:
             raw = message.toString()
             start = raw.find("\x0135=") + 4
