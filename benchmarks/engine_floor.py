@@ -53,6 +53,7 @@ def run_variant(variant: str, orders: int, emit: bool = False) -> dict[str, Any]
     from benchmarks.fixload import COMP_ID, cpu_seconds, encode_orders, frame
     from services.gateway.sessions import SessionSpec, settings_text
     from shared.fix.dictionary import installed_dictionary
+    from shared.fix.engine_thread import keep_thread_state
     from shared.redis_server import free_port
 
     done = threading.Event()
@@ -102,6 +103,7 @@ def run_variant(variant: str, orders: int, emit: bool = False) -> dict[str, Any]
         def toApp(self, msg: Any, sid: Any) -> None: ...
 
         def fromApp(self, msg: Any, sid: Any) -> None:
+            keep_thread_state()  # as the gateway's acceptor does (shared.fix.engine_thread)
             extra(msg)
             count[0] += 1
             if count[0] == orders:
