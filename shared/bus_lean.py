@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from shared import streams
+from shared import hoptrace, streams
 from shared.bus import (
     REDIS_ERRORS,
     Effects,
@@ -121,6 +121,8 @@ class LeanStreamConsumer(StreamConsumer):
                     replies = self.conn.roundtrip(cmd, n_read, timeout_s=timeout)
                 else:
                     done, owed = owed, None
+                    if hoptrace.ON:
+                        hoptrace.mark("bus.commit")
                     try:
                         replies = self.conn.roundtrip(done.payload + cmd, done.replies + n_read,
                                                       timeout_s=timeout)
@@ -138,6 +140,8 @@ class LeanStreamConsumer(StreamConsumer):
                 if checked:
                     self._check_applied(replies[-2])
                 raw = self._rows(check(replies[-1]))
+                if raw and hoptrace.ON:
+                    hoptrace.mark("bus.read")
                 if not raw and read_pending:
                     self._pending_first = False
                 batch = self._decode(raw) if raw else []  # may dead-letter (through ``r``)
@@ -282,6 +286,8 @@ class LeanMultiStreamConsumer(LaneCounters):
                 pending = [lane._pending_first for lane in self.lanes]
                 cmd, timeout = self._read_command(pending)
                 done, owed = owed, []
+                if done and hoptrace.ON:
+                    hoptrace.mark("bus.commit")
                 try:
                     replies = self.conn.roundtrip(b"".join(o.payload for _, o in done) + cmd,
                                                   sum(o.replies for _, o in done) + 1, timeout_s=timeout)
@@ -294,7 +300,10 @@ class LeanMultiStreamConsumer(LaneCounters):
                     if not self._settle(done, stop, attempted=True):
                         return
                     continue
-                batches = self._batches(check(replies[-1]), pending)
+                reply = check(replies[-1])
+                if reply and hoptrace.ON:
+                    hoptrace.mark("bus.read")
+                batches = self._batches(reply, pending)
                 delay = 0.05
             except (redis.ResponseError, *REDIS_ERRORS) as exc:
                 delay = self._read_failed(exc, delay, stop)

@@ -18,6 +18,7 @@ import quickfix as fix
 from services.bench.engine import TransactTime, initiator_settings, order_template
 from services.bench.plan import SessionPlan
 from services.bench.window import OrderWindow
+from shared import hoptrace
 from shared.fix.engine_thread import keep_thread_state
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class SessionDriver:
             msg.setField(54, BUY if number % 2 == 0 else SELL)  # alternate: they trade, the book stays small
             msg.setField(60, self._clock())
             window.stamp(number, time.perf_counter_ns())
+            if hoptrace.ON:
+                hoptrace.mark("bench.sent")
             if not session.send(msg):
                 # Not logged on any more: the order counts as lost, never silently dropped.
                 self.send_failures += 1
@@ -142,6 +145,8 @@ class BenchApplication(fix.Application):
         keep_thread_state()
         try:
             exec_type = message.getField(150)
+            if exec_type == "0" and hoptrace.ON:
+                hoptrace.mark("bench.answered")
             if exec_type == "0" or exec_type == "8":
                 tag, _, number = message.getField(11).rpartition("-")
                 driver = self.by_tag.get(tag)

@@ -21,6 +21,7 @@ from services.gateway.mdfeed import MarketFeed
 from services.gateway.securities import SECURITY_LIST_REQUEST, SecurityLists
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.unsupported import REJECT, as_business_reject
+from shared import hoptrace
 from shared.clock import now_ns
 from shared.fix.codec import split_fields
 from shared.fix.engine_thread import keep_thread_state
@@ -204,6 +205,8 @@ class GatewayApp(fix.Application):
         except Exception:
             self._failed("fromApp")
             return
+        if hoptrace.ON and msg_type == "D":
+            hoptrace.mark("gateway.received")
         if self.silence is not None and self.silence.waiting:
             try:
                 self.silence.heard(self.registry.comp_of(sid))

@@ -32,11 +32,12 @@ import redis
 
 from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.outbound import MassCancelJoin, Outbound
-from shared import streams
+from shared import hoptrace, streams
 from shared.bus import Entry, is_cluster
 from shared.bus_cluster import ClusterMultiStreamConsumer
 from shared.bus_lean import LeanMultiStreamConsumer
 from shared.resp import RespConnection
+from shared.schema import Accepted
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,14 @@ class ReportSender:
         for _entry_id, msgs in batch:
             for ev in join(msgs):
                 try:
+                    traced = hoptrace.ON and type(ev) is Accepted
+                    if traced:
+                        hoptrace.mark("gateway.report")
                     body = report(ev)
-                    if send(ev.session, body):  # type: ignore[attr-defined]
+                    sent = send(ev.session, body)  # type: ignore[attr-defined]
+                    if traced:
+                        hoptrace.mark("gateway.reported")
+                    if sent:
                         counters.reports_out += 1
                     else:
                         counters.unroutable += 1

@@ -29,7 +29,7 @@ from redis.cluster import RedisCluster
 from services.matcher.config import MatcherSettings
 from services.matcher.engine import BatchResult, Engine, Limits
 from services.matcher.lease import Lease
-from shared import bus, redis_cluster, resp, streams
+from shared import bus, hoptrace, redis_cluster, resp, streams
 from shared.bus import Effects, Entry, StreamConsumer, WritesLost, id_after
 from shared.bus_lean import LeanStreamConsumer
 from shared.clock import now_ns
@@ -229,6 +229,8 @@ class MatcherService:
         self._since_snapshot += len(cmds)
         if self._snapshot_due():
             effects.extra.append(self._snapshot_writer(last_id.decode()))
+        if hoptrace.ON:
+            hoptrace.mark("matcher.handled")
         return effects
 
     def _publisher(self, result: BatchResult) -> Callable[[Any], None]:
