@@ -5,6 +5,13 @@ dictionary validation, the BENCH CompIDs) that answers every NewOrderSingle with
 ExecutionReport New itself: no bus, no matcher. The bench against it shows what the engines, the
 kernel and the client cost; the exchange's figures over these show what the Redis hop and the
 matcher add.
+
+With ``--fills`` it also answers as the exchange does when orders cross: the bench's orders are one
+unit each at one price, so an order meeting a resting one of the other side trades with it (oldest
+first), and both get an ExecutionReport Fill (150=F, 39=2), as the exchange sends them. The New and
+the Fills are what the exchange's two FIX engines (the client's and the gateway's) carry per order;
+this mode measures what those messages alone cost, with no bus and no matcher: the most orders/s
+an exchange built on these engines could answer on this machine.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import logging
 import os
 import sys
 import threading
+from collections import deque
 
 import quickfix as fix
 
@@ -36,11 +44,18 @@ def report_template() -> fix.Message:
 
 
 class EchoNew(fix.Application):
-    """Answers each NewOrderSingle with ExecutionReport New (150=0, 39=0, all open)."""
+    """Answers each NewOrderSingle with ExecutionReport New (150=0, 39=0, all open); with ``fills``,
+    crossing orders (one price, one unit each) then get a Fill each."""
 
-    def __init__(self, ignore_every: int = 0) -> None:
+    def __init__(self, ignore_every: int = 0, fills: bool = False) -> None:
         super().__init__()
         self.ignore_every = ignore_every
+        self.fills = fills
+        self.fills_sent = 0
+        # Resting orders by side: (session, OrderID, ClOrdID, Symbol, Side, OrderQty, Price).
+        self._resting: dict[str, deque[tuple[fix.SessionID, str, str, str, str, str, str]]] = {
+            "1": deque(), "2": deque()}
+        self._sessions: dict[str, fix.SessionID] = {}
         self._template = report_template()
         self._ids = itertools.count(1)
         self._clock = TransactTime()
@@ -88,11 +103,42 @@ class EchoNew(fix.Application):
             er.setField(60, self._clock())
             fix.Session.sendToTarget(er, sessionID)
             self.orders += 1
+            if self.fills:
+                # The callback's SessionID belongs to the engine: the resting order keeps its own copy.
+                key = sessionID.toString()
+                sid = self._sessions.get(key)
+                if sid is None:
+                    sid = self._sessions[key] = fix.SessionID(
+                        sessionID.getBeginString().getValue(), sessionID.getSenderCompID().getValue(),
+                        sessionID.getTargetCompID().getValue())
+                self._cross((sid, n, er.getField(11), er.getField(55), er.getField(54), qty,
+                             er.getField(44)))
         except (fix.UnsupportedMessageType, fix.FieldNotFound):
             raise  # QuickFIX's own: the engine answers with a reject
         except Exception:
             self.errors += 1
             log.exception("fromApp")
+
+
+    def _cross(self, order: tuple[fix.SessionID, str, str, str, str, str, str]) -> None:
+        """Trade ``order`` with the oldest resting order of the other side, or rest it."""
+        other = self._resting["2" if order[4] == "1" else "1"]
+        if not other:
+            self._resting[order[4]].append(order)
+            return
+        resting = other.popleft()
+        match = str(next(self._ids))
+        now = self._clock()
+        px = resting[6]
+        for sid, order_id, clordid, symbol, side, qty, price in (order, resting):
+            # Built as the gateway builds its reports: the text, parsed once (Session.send fills in
+            # the header).
+            fix.Session.sendToTarget(fix.Message(
+                f"8=FIX.4.4\x019=0\x0135=8\x0137={order_id}\x0117={order_id}-{match}\x0111={clordid}"
+                f"\x01150=F\x0139=2\x0155={symbol}\x0154={side}\x0138={qty}\x0140=2\x0144={price}"
+                f"\x0131={px}\x0132={qty}\x01151=0\x0114={qty}\x016={px}\x0160={now}\x01527={match}"
+                "\x0110=000\x01", False), sid)
+            self.fills_sent += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--ignore-every", type=int, default=0, metavar="N",
                    help="leave every Nth order unanswered (tests the bench's lost-order accounting)")
+    p.add_argument("--fills", action="store_true",
+                   help="also send a Fill to both orders when they cross, as the exchange does")
     args = p.parse_args(argv)
     logs.setup("baseline")
     if not 0 < args.port < 65536:
@@ -109,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ignore_every < 0:
         print(f"baseline: --ignore-every {args.ignore_every} must not be negative", file=sys.stderr)
         return 2
-    app = EchoNew(args.ignore_every)
+    app = EchoNew(args.ignore_every, args.fills)
     settings = acceptor_settings(args.port, BENCH_COMP_IDS, args.host)
     acceptor = fix.SocketAcceptor(app, fix.MemoryStoreFactory(), settings)
     stop = threading.Event()
@@ -125,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"baseline ready on {args.host}:{args.port}", flush=True)
     while not stop.wait(0.5):
         pass
-    log.info("answered %d orders, %d errors", app.orders, app.errors)
+    log.info("answered %d orders, sent %d fills, %d errors", app.orders, app.fills_sent, app.errors)
     # No acceptor.stop(): with the 256 BENCH sessions configured, quickfix 1.16.0's
     # SocketServer::close races the acceptor thread and segfaults about half the time (gdb:
     # Acceptor.cpp:230). The baseline keeps nothing, so ending the process is the clean stop.

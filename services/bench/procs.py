@@ -82,16 +82,18 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 class Baseline:
     """The engine-only acceptor on a free port."""
 
-    def __init__(self, workdir: Path, python: str = sys.executable, ignore_every: int = 0) -> None:
+    def __init__(self, workdir: Path, python: str = sys.executable, ignore_every: int = 0,
+                 fills: bool = False) -> None:
         self.port = free_port()
         self.workdir = workdir
         self.python = python
         self.ignore_every = ignore_every
+        self.fills = fills  # answer crossing orders with Fills, as the exchange does
         self.child: Child | None = None
 
     def __enter__(self) -> Baseline:
         argv = (self.python, "-m", "services.bench.baseline", "--port", str(self.port),
-                "--ignore-every", str(self.ignore_every))
+                "--ignore-every", str(self.ignore_every), *(("--fills",) if self.fills else ()))
         self.child = Child("baseline", argv, base_env(), self.workdir / "baseline.log")
         try:
             wait_port("127.0.0.1", self.port, [self.child], 60)

@@ -73,6 +73,14 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines += _table(COLUMNS, [row(r["name"], r["exchange"]) for r in runs if r.get("exchange")])
     lines += ["", "## The engine alone (baseline acceptor answering New itself: no bus, no matcher)", ""]
     lines += _table(COLUMNS, [row(r["name"], r["baseline"]) for r in runs if r.get("baseline")])
+    if any(r.get("fills") for r in runs):
+        lines += ["", "## The engine alone, sending the exchange's Fills too (`services.bench.baseline "
+                  "--fills`)", "",
+                  "The same acceptor, which also trades crossing orders (one price, one unit: the oldest "
+                  "resting order of the other side) and sends each side an ExecutionReport Fill, as the "
+                  "exchange does: the FIX messages an order costs the two engines here, with no bus and "
+                  "no matcher.", ""]
+        lines += _table(COLUMNS, [row(r["name"], r["fills"]) for r in runs if r.get("fills")])
     lines += ["", "## What the Redis hop and the matcher cost (exchange over engine alone)", ""]
     lines += _table(("Run", "Orders / s", "Ack p50", "Ack p99"), _ratios(runs, "exchange", "baseline"))
     if any(r.get("full") for r in runs):
@@ -142,8 +150,8 @@ def _ratios(runs: Sequence[Mapping[str, Any]], top: str, bottom: str) -> list[li
     return out
 
 
-STACK_LABELS = (("baseline", "engine only"), ("exchange", "lean stack"), ("md", "lean + market data"),
-                ("full", "full stack"))
+STACK_LABELS = (("baseline", "engine only"), ("fills", "engine with fills"), ("exchange", "lean stack"),
+                ("md", "lean + market data"), ("full", "full stack"))
 # Processes in the order a reader follows an order; anything else after them, by name.
 PROCESS_ORDER = ("bench", "baseline", "gateway", "gateway publisher", "redis-server", "matcher", "web",
                  "run", "bots", "page", "mdsubs")

@@ -136,3 +136,26 @@ def test_an_instance_alone_at_the_barrier_gives_up_with_a_clear_error(tmp_path: 
                      env={"REDIS_URL": redis_url})
     assert proc.returncode == 1
     assert "barrier: 1 of 2 instances arrived in 1s" in proc.stderr
+
+
+def test_the_engine_alone_with_fills_trades_crossing_orders_as_the_exchange_reports_them(
+        tmp_path: Path) -> None:
+    """``--fills``: a strict stock client (the installed FIX44.xml) gets a New for every order and,
+    when a sell meets a resting buy, a Fill on each side, oldest resting order first; no session
+    Reject (the Fills are valid FIX 4.4)."""
+    from tests.stock_client import nos, stock_sessions
+
+    with Baseline(tmp_path, fills=True) as bl, \
+            stock_sessions(tmp_path, bl.port, ["BENCH001", "BENCH002"]) as (a, b):
+        a.send("D", nos("a1", 1, 1, "100.00"))
+        a.client.wait("8", lambda m: m.get(11) == "a1" and m.get(150) == "0")
+        a.send("D", nos("a2", 1, 1, "100.00"))
+        a.client.wait("8", lambda m: m.get(11) == "a2" and m.get(150) == "0")
+        b.send("D", nos("b1", 2, 1, "100.00"))
+        taker = b.client.wait("8", lambda m: m.get(11) == "b1" and m.get(150) == "F")
+        maker = a.client.wait("8", lambda m: m.get(150) == "F")
+        assert maker[11] == "a1"  # the older buy
+        assert (taker[39], taker[14], taker[151], taker[31], taker[32]) == ("2", "1", "0", "100.00", "1")
+        assert maker[527] == taker[527]  # one match, one SecondaryExecID on both sides
+        assert not a.client.find("8", lambda m: m.get(11) == "a2" and m.get(150) == "F")
+        assert a.client.session_rejects() == [] and b.client.session_rejects() == []

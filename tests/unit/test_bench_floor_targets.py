@@ -28,3 +28,12 @@ def test_floor_targets_met_and_missed() -> None:
 def test_without_a_relay_figure_only_the_throughput_ratio_is_checked() -> None:
     runs = [{"name": "concurrent", "baseline": rec(1, 1, 100), "exchange": rec(1, 1, 60)}]
     assert [t["what"] for t in floor_targets(runs, None)] == ["orders/s >= 0.5 x the engine alone's"]
+
+
+def test_the_engine_with_fills_is_shown_beside_the_throughput_ratio() -> None:
+    runs = [{"name": "concurrent", "baseline": rec(1, 1, 20000), "fills": rec(1, 1, 12000),
+             "exchange": rec(1, 1, 6000)}]
+    (target,) = floor_targets(runs, None)
+    assert target["met"] is False
+    assert target["value"] == ("x0.30 (the engine alone sending the exchange's Fills too: x0.60;"
+                               " this stack x0.50 of that)")

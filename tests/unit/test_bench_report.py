@@ -42,6 +42,15 @@ def test_markdown_has_both_tables_the_ratio_and_the_targets() -> None:
     assert "| concurrent | x0.50 | x2.00 | x2.50 |" in text
     assert "concurrent: >= 4,523 orders/s: 5,000 — met" in text
     assert "matcher: not available" in text and "[concurrent](concurrent.svg)" in text
+    assert "sending the exchange's Fills too" not in text  # no such run, no such table
+
+
+def test_the_engine_with_fills_has_its_own_table() -> None:
+    runs = [{"name": "concurrent", "exchange": rec(100_000, 5_000, 6_000, 20_000),
+             "baseline": rec(100_000, 10_000, 3_000, 8_000), "fills": rec(100_000, 6_500, 4_000, 9_000)}]
+    text = report.markdown(doc(runs))
+    table = text.split("sending the exchange's Fills too", 1)[1]
+    assert "| concurrent | 4 | 8 | 100,000 | 100,000 | 0 | 0 | 6,500 | 4.0 ms |" in table
 
 
 def test_targets_fail_when_missed_or_orders_are_lost() -> None:
