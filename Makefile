@@ -53,6 +53,8 @@ bench: install
 	@$(BIN)/python -m services.bench.suite
 	@# A lone order's round trip hop by hop (shared/hoptrace.py), beside the engine alone and the relay.
 	@$(BIN)/python -m benchmarks.hops --out benchmarks/results/hops.json
+	@# The exchange's own steps for one order, warm and with the CPU caches flushed between orders.
+	@$(BIN)/python -m benchmarks.cold --out benchmarks/results/cold.json
 	@$(BIN)/python -m benchmarks.gcpolicy --out benchmarks/results/gcpolicy.json
 	@# 8x32 through the runner's stack: 1 shard / 2 shards on one redis-server / 2 shards on a
 	@# 3-master cluster, side by side, and the model of N shards (deploy/SCALING.md section 5).

@@ -1,4 +1,5 @@
-"""The hop trace (shared/hoptrace.py) and its pairing (benchmarks/hops.py). No test looks at a speed."""
+"""The hop trace (shared/hoptrace.py), its pairing (benchmarks/hops.py) and the cold steps
+(benchmarks/cold.py). No test looks at a speed."""
 
 from __future__ import annotations
 
@@ -74,3 +75,18 @@ def test_marks_are_off_unless_asked_and_written_by_each_process_when_asked(tmp_p
     assert len(lines) == 300  # the 256 flushed on the way and the rest at exit
     stamps = [int(line.split()[1]) for line in lines]
     assert all(line.startswith("bench.sent ") for line in lines) and stamps == sorted(stamps)
+
+
+def test_the_cold_steps_run_the_exchanges_code_for_each_order() -> None:
+    from benchmarks.cold import CONDITIONS, _Steps, measure
+
+    steps = _Steps(4)
+    steps.matcher()  # a buy rests: New
+    steps.matcher()  # a sell trades with it: New and a Fill to each side
+    assert len(steps.events) == 2
+    steps.gateway()
+    steps.gateway()
+    assert steps.events == [] and steps.engine.commands == 2
+    result = measure(20, 0, block=10)
+    assert set(result) == {"matcher", "gateway"}
+    assert all(set(r["p50_us"]) == set(CONDITIONS) and min(r["p50_us"].values()) > 0 for r in result.values())
