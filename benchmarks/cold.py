@@ -18,22 +18,20 @@ services.gateway.reports does before sendToTarget). p50 in microseconds over eve
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import quickfix as fix
 
+from benchmarks import output
 from benchmarks.matcher import ACORN, reference_commands
 from services.gateway.acceptor import to_message
 from services.gateway.outbound import Outbound
 from services.matcher.engine import Engine, Limits
-from shared import machine
 from shared.schema import Accepted, as_wire, decode_batch, decode_wire_batch, encode_wire_batch
 
 CONDITIONS = ("warm", "asleep", "flushed")
@@ -125,16 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.orders < 10 or args.warmup < 0:
         print("cold: --orders must be at least 10 and --warmup not negative", file=sys.stderr)
         return 2
-    result = {"benchmark": "cold: the exchange's own steps for one order, warm and with the caches flushed",
-              "command": "python -m benchmarks.cold " + " ".join(sys.argv[1:] if argv is None else argv),
-              "date": datetime.now(UTC).isoformat(timespec="seconds"), **machine.describe(),
+    result = {**output.head("cold: the exchange's own steps for one order, warm and with the caches flushed",
+                            "benchmarks.cold", argv),
               "steps": measure(args.orders, args.warmup)}
-    text = render(result)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        args.out.with_suffix(".md").write_text(text)
-    print(text)
+    output.write(args.out, result, render(result))
     return 0
 
 

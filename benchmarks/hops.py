@@ -31,13 +31,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from benchmarks import relay
-from shared import hoptrace, machine
+from benchmarks import output, relay
+from shared import hoptrace
 
 # (hop name, process of the start mark, start mark, process of the end mark, end mark)
 HOPS: tuple[tuple[str, str, str, str, str], ...] = (
@@ -177,17 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     hops = hop_table(rows)
     by_floor = {k: round(sum(h["p50_us"] for h in hops if h["floor"] == k), 1)
                 for k in ("engine", "relay", "exchange")}
-    result = {"benchmark": "hops: a lone order's round trip by hop (lean stack, 1x1)",
-              "command": "python -m benchmarks.hops " + " ".join(sys.argv[1:] if argv is None else argv),
-              "date": datetime.now(UTC).isoformat(timespec="seconds"), **machine.describe(),
+    result = {**output.head("hops: a lone order's round trip by hop (lean stack, 1x1)", "benchmarks.hops",
+                            argv),
               "engine": engine, "lean": lean, "relay": floor, "orders_paired": len(rows),
               "hops": hops, "by_floor": by_floor}
-    text = render(result)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        args.out.with_suffix(".md").write_text(text)
-    print(text)
+    output.write(args.out, result, render(result))
     return 0
 
 
