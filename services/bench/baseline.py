@@ -94,11 +94,13 @@ class EchoNew(fix.Application):
             er = fix.Message(self._template)
             er.setField(37, n)
             er.setField(17, n)
-            er.setField(11, message.getField(11))
-            er.setField(55, message.getField(55))
-            er.setField(54, message.getField(54))
+            clordid, symbol = message.getField(11), message.getField(55)
+            side, price = message.getField(54), message.getField(44)
+            er.setField(11, clordid)
+            er.setField(55, symbol)
+            er.setField(54, side)
             er.setField(38, qty)
-            er.setField(44, message.getField(44))
+            er.setField(44, price)
             er.setField(151, qty)
             er.setField(60, self._clock())
             fix.Session.sendToTarget(er, sessionID)
@@ -111,8 +113,7 @@ class EchoNew(fix.Application):
                     sid = self._sessions[key] = fix.SessionID(
                         sessionID.getBeginString().getValue(), sessionID.getSenderCompID().getValue(),
                         sessionID.getTargetCompID().getValue())
-                self._cross((sid, n, er.getField(11), er.getField(55), er.getField(54), qty,
-                             er.getField(44)))
+                self._cross((sid, n, clordid, symbol, side, qty, price))
         except (fix.UnsupportedMessageType, fix.FieldNotFound):
             raise  # QuickFIX's own: the engine answers with a reject
         except Exception:
