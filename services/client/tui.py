@@ -142,7 +142,7 @@ class ClientApp(App[int]):
     #ticket Input { width: 1fr; }
     #ticket Button { min-width: 6; }
     #orders { height: 1fr; border: round $primary; }
-    #fills { height: auto; max-height: 8; border: round $primary; }
+    #fills { height: 8; border: round $primary; }
     #market { height: 1fr; border: round $primary; }
     #prompt { dock: bottom; }
     """
@@ -165,6 +165,7 @@ class ClientApp(App[int]):
         self._version = -1
         self._status = ""
         self._notes: deque[tuple[str, str]] = deque()
+        self._shown_text: dict[str, str] = {}
         self._rows: dict[str, tuple[str, ...]] = {}  # the open orders table's rows, by ClOrdID
         self._columns: list[ColumnKey] = []
         self._lock = threading.Lock()
@@ -246,14 +247,14 @@ class ClientApp(App[int]):
                   f"exchange {x_sender}/{x_target}{flags}")
         if status != self._status:
             self._status = status
-            self.query_one("#status", Static).update(status)
+            self.query_one("#status", Static).update(status, layout=False)  # sizes are fixed: no layout
         if self.client.version == self._version:
             return
         self._version = self.client.version
         self._update_orders()
         fills = list(self.client.fills)[-6:]
         fill_lines = [f"{f.side} {f.last_qty} {f.symbol} @ {f.last_px}  {f.clordid}" for f in fills]
-        self.query_one("#fills", Static).update("\n".join(fill_lines) or "none yet")
+        self._show("#fills", "\n".join(fill_lines) or "none yet")
         market: list[str] = []
         for symbol in self.client.subscribed():
             market += self.client.book_lines(symbol, BOOK_DEPTH)
@@ -262,7 +263,12 @@ class ClientApp(App[int]):
             market.append("tape:")
             market += [f"  {t.symbol} {t.qty} @ {t.price}  "
                        f"{time.strftime('%H:%M:%S', time.gmtime(t.ns // 10**9))}" for t in reversed(tape)]
-        self.query_one("#market", Static).update("\n".join(market) or "no subscription: type book ACORN.LAB")
+        self._show("#market", "\n".join(market) or "no subscription: type book ACORN.LAB")
+
+    def _show(self, selector: str, text: str) -> None:
+        if self._shown_text.get(selector) != text:
+            self._shown_text[selector] = text
+            self.query_one(selector, Static).update(text, layout=False)
 
     def _update_orders(self) -> None:
         """Change only the rows that changed: a table rebuilt whole costs its every cell's measure."""
