@@ -201,9 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             await pilot.pause(0)
             return time.perf_counter() - t0
 
+    result["loadavg_before"] = os.getloadavg()  # the machine is shared: what else ran says how to read it
     result["startup"] = startup(args.runs)
     result["first_screen_s"] = asyncio.run(first_screen())
     result["throughput"] = throughput(args.rate, args.seconds)
+    result["loadavg_after"] = os.getloadavg()
     s, t = result["startup"], result["throughput"]
     text = (f"# Terminal client\n\n`{result['command']}`, {result['date']}\n\n"
             f"- start-up to logged on (`python -m services.client --plain`, new process, {s['runs']} runs): "
@@ -215,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{t['max_lag_ms']:.0f} ms; at the {t['drains']} drains (every 50 ms) the oldest waiting one had "
             f"waited {t['wait_p50_ms']:.0f} ms (median), {t['wait_p99_ms']:.0f} ms (p99), over 100 ms at "
             f"{t['over_100ms']}; median backlog {t['backlog_p50']:.0f}; process CPU "
-            f"{t['cpu_share'] * 100:.0f}% of one core\n")
+            f"{t['cpu_share'] * 100:.0f}% of one core\n"
+            f"- load average (1 min) before and after: {result['loadavg_before'][0]:.2f}, "
+            f"{result['loadavg_after'][0]:.2f} ({os.cpu_count()} cores, shared with other work)\n")
     output.write(args.out, result, text)
     return 0
 
