@@ -162,3 +162,16 @@ def test_the_client_and_the_page_name_order_states_alike(client: tuple[Client, F
     d = dictionary.load()
     # the page's words are the dictionary's wherever FIX 4.4 lists the value
     assert all(d.meaning(39, k) in ("", v) for k, v in views.ORD_STATUS.items())
+
+
+def test_wrap_keeps_every_character_and_the_width() -> None:
+    from services.client.tui import INDENT, wrap
+
+    text = "-> NewOrderSingle 35=D #2  ClOrdID(11)=T-1 OrderQty(38)=10 OrdType(40)=2 (Limit) Price(44)=99.90"
+    for width in (30, 45, 200):
+        rows = wrap(text, width)
+        assert all(len(r) <= width for r in rows)
+        assert all(r.startswith(INDENT) for r in rows[1:])
+        assert " ".join(" ".join(rows).split()) == " ".join(text.split())
+    assert wrap("x" * 50, 20) == ["x" * 20, INDENT + "x" * 12, INDENT + "x" * 12, INDENT + "x" * 6]
+    assert wrap("", 20) == [""]

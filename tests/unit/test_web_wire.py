@@ -120,3 +120,29 @@ def test_a_group_count_that_does_not_match_its_entries_is_a_problem() -> None:
     bad = parse(fix("35=V|34=2|49=LAB001|52=20260101-12:00:00.000|56=FIXLAB|262=r1|263=1|264=0|"
                     "267=x|269=0|146=1|55=ACORN.LAB|"), D)
     assert bad.problems == ["NoMDEntryTypes(267)=x is not a number of entries"]
+
+
+def test_one_line_names_every_field_and_shows_groups() -> None:
+    from shared.fix.wire import line
+
+    d = dictionary.load()
+    from shared.fix.codec import encode
+
+    raw = encode(b"35=V\x0134=4\x0149=C\x0156=X\x01262=r1\x01263=1\x01264=0\x01267=2\x01"
+                 b"269=0\x01269=1\x01146=1\x0155=ACORN.LAB\x01")
+    text = line(parse(raw, d), "client")
+    assert text.startswith("-> MarketDataRequest 35=V #4  MDReqID(262)=r1 ")
+    assert "SubscriptionRequestType(263)=1 (Snapshot and updates)" in text
+    assert "NoMDEntryTypes(267)=2 [{MDEntryType(269)=0 (Bid)} {MDEntryType(269)=1 (Offer)}]" in text
+    assert "NoRelatedSym(146)=1 [{Symbol(55)=ACORN.LAB}]" in text
+    assert "SenderCompID" not in text and "CheckSum" not in text and "!!" not in text  # constants stay out
+
+
+def test_one_line_of_bad_bytes_says_what_is_wrong() -> None:
+    from shared.fix.wire import line
+
+    raw = b"8=FIX.4.4\x0135=D\x019999=x\x01garbage"
+    text = line(parse(raw, dictionary.load()), "exchange", withheld=True)
+    assert text.startswith("<- NewOrderSingle 35=D [withheld by the tap]")
+    assert "9999=x" in text and "!! " in text and "cut short" in text
+
