@@ -85,6 +85,17 @@ def test_order_drop_and_silence_in_the_tui(stack: Stack) -> None:
             table.focus()
             await pilot.press("s")
             await until(pilot, lambda: "OrderStatusRequest 35=H" in pane_text(app, "#wire"), "status request")
+            # r puts "replace <ClOrdID> " at the prompt; c cancels the selected order.
+            await pilot.press("r")
+            prompt = app.query_one("#prompt", Input)
+            assert prompt.value.startswith("replace ") and prompt.has_focus
+            prompt.value += "99.45 10"
+            await pilot.press("enter")
+            await until(pilot, lambda: "ExecType(150)=5 (Replaced)" in pane_text(app, "#wire"), "Replaced")
+            table.focus()
+            await pilot.press("c")
+            await until(pilot, lambda: "ExecType(150)=4 (Canceled)" in pane_text(app, "#wire"), "Canceled")
+            await until(pilot, lambda: table.row_count == 1, "the cancelled order gone")
             # A bad command: one line in the answers pane.
             await command(pilot, app, "bogus")
             await until(pilot, lambda: "error: unknown command 'bogus'" in pane_text(app, "#out"), "error")
