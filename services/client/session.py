@@ -231,8 +231,9 @@ class ClientSession:
         initiator.start()
         self._initiator = initiator
 
-    def _stop_engine(self) -> None:
-        # Under self._lock. stop() sends a Logout when logged on and waits up to LogoutTimeout.
+    def _stop_engine(self, wait_idle: bool = True) -> None:
+        # Under self._lock. Our own Logout, then a forced stop: QuickFIX's graceful stop() polls for the
+        # logout in whole seconds, so every quit took 1-2 s however fast the exchange answered.
         initiator = self._initiator
         if initiator is None:
             return
@@ -241,11 +242,17 @@ class ClientSession:
         self._engine_on = False
         self._stopping_engine = True
         try:
-            initiator.stop()
+            session = fix.Session.lookupSession(self._sid)
+            if session is not None and session.isLoggedOn():
+                session.logout()
+                with self._changed:  # onLogout comes once the exchange's Logout is in (or not: silent)
+                    self._changed.wait_for(lambda: self.status != LOGGED_ON, LOGOUT_TIMEOUT_S)
+            initiator.stop(True)
         finally:
             self._stopping_engine = False
         # The tap tells the end of a connection on its own thread: let it, before a new one starts.
-        deadline = time.monotonic() + 3
+        self._tap.hang_up()
+        deadline = time.monotonic() + (3 if wait_idle else 0)
         while not self._tap.idle and time.monotonic() < deadline:
             time.sleep(0.01)
 
@@ -295,7 +302,7 @@ class ClientSession:
             if self._stopped:
                 return
             self._stopped = True
-            self._stop_engine()
+            self._stop_engine(wait_idle=False)  # the tap closes next, whatever it still relays
             if self._started:
                 self._tap.close()
                 self._loop.stop()

@@ -139,6 +139,18 @@ class Tap:
         with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
             self._loop.call(self._close(), timeout=5)
 
+    def hang_up(self) -> None:
+        """Close the connection being relayed, if any, and keep listening for the next one.
+
+        An engine stopped before its Logon was answered may leave its socket open; the next engine's
+        connection would be turned away while this one lasts."""
+        async def _hang_up() -> None:
+            for writer in self._writers:
+                writer.close()
+
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            self._loop.call(_hang_up(), timeout=5)
+
     async def _listen(self) -> int:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self._loop.open.add(self._server)
