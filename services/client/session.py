@@ -27,8 +27,12 @@ API:
 - ``dictionary``: the data dictionary the engine validates with, strictly (default: the stock FIX44.xml
   the quickfix package installs; the exchange sends nothing it would Reject).
 - No automatic reconnect: a session that ended stays ended until ``reconnect()``.
-- ``connect_free(comp_ids, ...)``: log on with the first CompID the exchange accepts (one that is
-  logged on already, or that it does not know, is refused: the next one is tried).
+- ``connect_free(comp_ids, timeout=, make=None, **kwargs)``: log on with the first CompID the exchange
+  accepts (one that is logged on already, or that it does not know, is refused: the next one is
+  tried); ``make(comp_id)`` builds each try's session (default ``ClientSession(comp_id, **kwargs)``).
+- ``SessionError.kind``: ``UNREACHABLE``, ``REFUSED``, ``TIMEOUT`` (or "" for a command refused).
+- Properties: ``status`` (``CONNECTING``/``LOGGED_ON``/``LOGGED_OUT``), ``text`` (why it ended),
+  ``logged_on``, ``silent``, ``drop_armed``; ``on_record`` may be set after construction, before start.
 """
 
 from __future__ import annotations
@@ -66,7 +70,6 @@ LOGOUT_TIMEOUT_S = 2
 UNREACHABLE = "unreachable"
 REFUSED = "refused"
 TIMEOUT = "timeout"
-STOPPED = "stopped"
 
 
 @dataclass(frozen=True, slots=True)
