@@ -44,9 +44,11 @@ def test_plain_mode_orders_and_a_bad_command(stack: Stack) -> None:
     assert done.stderr == ""
 
 
-def test_unreachable_host_is_one_line_and_exit_1() -> None:
+@pytest.mark.parametrize("mode", [["--plain"], []], ids=["plain", "full-screen"])
+def test_unreachable_host_is_one_line_and_exit_1(mode: list[str]) -> None:
     start = time.monotonic()
-    done = run(["--port", str(free_port())], "")
+    argv = [sys.executable, "-m", "services.client", *mode, "--port", str(free_port())]
+    done = subprocess.run(argv, input="", capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert time.monotonic() - start < 10
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "unreachable" in done.stderr
