@@ -1,0 +1,90 @@
+"""``python -m services.client.scenario FILE...`` (``fixlab scenario FILE...``): play scenarios.
+
+Every file is read first (a syntax error stops the run before any session logs on), then each
+scenario is played in turn against ``--host``/``--port``. Exit codes: 0 every expectation held;
+1 a scenario failed; 2 bad input (a file that cannot be read or parsed, a bad option); 3 the
+exchange could not be reached or refused a Logon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from services.client.scenario.runner import RecordLike, Runner, SessionLike, reachable
+from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+def client_factory(host: str, port: int, store_root: Path) -> Callable[..., SessionLike]:
+    """Sessions of ``services.client.session`` (QuickFIX behind a loopback tap)."""
+    from services.client.session import ClientSession  # quickfix: only when a scenario runs
+
+    def make(comp_id: str, heartbeat_s: int, port_override: int | None,
+             on_record: Callable[[RecordLike], None]) -> SessionLike:
+        store = tempfile.mkdtemp(prefix=f"{comp_id}-", dir=store_root)
+        return ClientSession(comp_id, host=host, port=port_override or port, heartbeat_s=heartbeat_s,
+                             store_dir=store, on_record=on_record)
+    return make
+
+
+def load(paths: Sequence[str]) -> list[Scenario]:
+    """Parse every file; raise ScenarioSyntaxError (file:line) or OSError on the first bad one."""
+    return [parse(Path(p).read_text(encoding="utf-8"), p) for p in paths]
+
+
+def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="fixlab scenario", description="Play FIX scenarios against the "
+                                "exchange (format: docs/scenarios.md).")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--host", default="127.0.0.1", help="the exchange's FIX host (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("FIXLAB_FIX_PORT", "9878")),
+                   help="its FIX port (default FIXLAB_FIX_PORT or 9878)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each step as it runs")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] | None = None) -> int:
+    try:
+        args = arguments(argv)
+    except SystemExit as exc:  # argparse has printed why
+        return EXIT_OK if exc.code == 0 else EXIT_BAD_INPUT
+    try:
+        scenarios = load(args.files)
+    except ScenarioSyntaxError as exc:
+        print(f"syntax error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"cannot read {getattr(exc, 'filename', None) or 'a scenario'}: "
+              f"{getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if factory is None:
+        if (why := reachable(args.host, args.port)) is not None:
+            print(f"{why} (is the stack running? `make run`; or give --host/--port)", file=sys.stderr)
+            return EXIT_UNREACHABLE
+    worst = EXIT_OK
+    with tempfile.TemporaryDirectory(prefix="fixlab-scenario-") as tmp:
+        make = factory or client_factory(args.host, args.port, Path(tmp))
+        log = (lambda line: print(line, flush=True)) if args.verbose else None
+        for scenario in scenarios:
+            if args.verbose:
+                print(f"{scenario.file}: {scenario.title}", flush=True)
+            result = Runner(make, log=log).run(scenario)
+            if result.ok:
+                print(f"PASS {scenario.file} ({len(scenario.steps)} steps, {result.seconds:.1f} s)", flush=True)
+                continue
+            print(f"FAIL {scenario.file} (step {result.steps_done + 1} of {len(scenario.steps)}, "
+                  f"{result.seconds:.1f} s)", flush=True)
+            for line in result.report:
+                print(line, flush=True)
+            worst = max(worst, result.exit_code)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())
