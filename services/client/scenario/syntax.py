@@ -79,7 +79,8 @@ class Expect:
 
 @dataclass(frozen=True, slots=True)
 class ExpectNothing:
-    """No message from the exchange (Heartbeats aside), or none matching ``specs``, for ``for_s``."""
+    """No message from the exchange (Heartbeats aside), or none matching ``specs``, for ``for_s`` from
+    the moment the step starts."""
 
     where: Where
     session: str
