@@ -18,7 +18,8 @@ from services.client.scenario.match import (
 
 ER = (b"8=FIX.4.4\x019=120\x0135=8\x0149=FIXLAB\x0156=CLIENT01\x0134=3\x0111=r1-b\x0137=42\x01"
       b"150=F\x0139=1\x0132=4\x0158=IOC: remainder cancelled\x0110=123\x01")
-X = b"8=FIX.4.4\x019=50\x0135=X\x01268=2\x01279=0\x01269=0\x01270=97.00\x01279=2\x01269=2\x01270=98.00\x0110=001\x01"
+X = (b"8=FIX.4.4\x019=50\x0135=X\x01268=2\x01279=0\x01269=0\x01270=97.00\x01279=2\x01269=2\x01"
+     b"270=98.00\x0110=001\x01")
 
 
 def exact(tag: int, *parts: str | Var) -> Exact:

@@ -125,7 +125,8 @@ reconnect A
 def test_expect_passes_over_earlier_messages_and_keeps_order() -> None:
     r, _ = runner()
     # The fill comes after the New: expecting the fill first passes the New over, for good.
-    result = r.run(parse("logon A C\nsend A 35=D 11=a\nexpect A 150=F\nexpect A 150=0 timeout=0.3\n", "o.fix"))
+    text = "logon A C\nsend A 35=D 11=a\nexpect A 150=F\nexpect A 150=0 timeout=0.3\n"
+    result = r.run(parse(text, "o.fix"))
     assert not result.ok and result.failure is not None
     assert result.failure.step.where.line == 4
     assert any("nothing came from the exchange" in x for x in result.report)
@@ -172,7 +173,8 @@ def test_cli_exit_codes(tmp_path: pytest.TempPathFactory, capsys: pytest.Capture
     failing = base / "failing.fix"
     failing.write_text("logon A C\nexpect A 35=8 timeout=0.2\n")
 
-    def factory(comp_id: str, hb: int, port: int | None, on_record: Callable[[RecordLike], None]) -> FakeSession:
+    def factory(comp_id: str, hb: int, port: int | None,
+                on_record: Callable[[RecordLike], None]) -> FakeSession:
         return FakeSession(comp_id, on_record, echo_exchange)
 
     assert main([str(good)], factory) == 0
@@ -198,3 +200,17 @@ def test_cli_unreachable_exchange_fails_fast(tmp_path: pytest.TempPathFactory,
     assert main(["--port", str(free_port()), str(good)]) == 3
     assert time.monotonic() - started < 5
     assert "cannot reach 127.0.0.1:" in capsys.readouterr().err
+
+
+def test_repeating_groups_are_nested_and_their_count_checked() -> None:
+    from services.client.scenario.groups import GroupError, nest
+    from shared.fix.dictionary import load
+
+    v = load().groups["V"]
+    flat = [(35, "V"), (262, "m1"), (263, "1"), (264, "0"), (267, "2"), (269, "0"), (269, "1"),
+            (146, "1"), (55, "ACORN.LAB")]
+    assert nest(flat, v) == [(35, "V"), (262, "m1"), (263, "1"), (264, "0"),
+                             (267, [[(269, "0")], [(269, "1")]]), (146, [[(55, "ACORN.LAB")]])]
+    with pytest.raises(GroupError, match="267=3 but 2 entries follow"):
+        nest([(35, "V"), (267, "3"), (269, "0"), (269, "1")], v)
+    assert nest([(35, "D"), (11, "x")], load().groups["D"]) == [(35, "D"), (11, "x")]

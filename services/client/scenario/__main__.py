@@ -11,26 +11,34 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from services.client.scenario.groups import GroupShape
 from services.client.scenario.runner import RecordLike, Runner, SessionLike, reachable
 from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
-def client_factory(host: str, port: int, store_root: Path) -> Callable[..., SessionLike]:
-    """Sessions of ``services.client.session`` (QuickFIX behind a loopback tap)."""
+def client_factory(host: str, port: int) -> Callable[..., SessionLike]:
+    """Sessions of ``services.client.session`` (QuickFIX behind a loopback tap; MemoryStore and
+    ResetOnLogon=Y: every logon starts both ends' sequence numbers from 1)."""
     from services.client.session import ClientSession  # quickfix: only when a scenario runs
 
     def make(comp_id: str, heartbeat_s: int, port_override: int | None,
              on_record: Callable[[RecordLike], None]) -> SessionLike:
-        store = tempfile.mkdtemp(prefix=f"{comp_id}-", dir=store_root)
         return ClientSession(comp_id, host=host, port=port_override or port, heartbeat_s=heartbeat_s,
-                             store_dir=store, on_record=on_record)
+                             on_record=on_record)
     return make
+
+
+def dictionary_groups() -> Callable[[str], Mapping[int, GroupShape]]:
+    """Each MsgType's repeating groups, from the FIX 4.4 dictionary the client's engine uses."""
+    from shared.fix.dictionary import load
+
+    groups = load().groups
+    return lambda msg_type: groups.get(msg_type, {})
 
 
 def load(paths: Sequence[str]) -> list[Scenario]:
@@ -63,26 +71,25 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
         print(f"cannot read {getattr(exc, 'filename', None) or 'a scenario'}: "
               f"{getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if factory is None:
-        if (why := reachable(args.host, args.port)) is not None:
-            print(f"{why} (is the stack running? `make run`; or give --host/--port)", file=sys.stderr)
-            return EXIT_UNREACHABLE
+    if factory is None and (why := reachable(args.host, args.port)) is not None:
+        print(f"{why} (is the stack running? `make run`; or give --host/--port)", file=sys.stderr)
+        return EXIT_UNREACHABLE
     worst = EXIT_OK
-    with tempfile.TemporaryDirectory(prefix="fixlab-scenario-") as tmp:
-        make = factory or client_factory(args.host, args.port, Path(tmp))
-        log = (lambda line: print(line, flush=True)) if args.verbose else None
-        for scenario in scenarios:
-            if args.verbose:
-                print(f"{scenario.file}: {scenario.title}", flush=True)
-            result = Runner(make, log=log).run(scenario)
-            if result.ok:
-                print(f"PASS {scenario.file} ({len(scenario.steps)} steps, {result.seconds:.1f} s)", flush=True)
-                continue
-            print(f"FAIL {scenario.file} (step {result.steps_done + 1} of {len(scenario.steps)}, "
-                  f"{result.seconds:.1f} s)", flush=True)
-            for line in result.report:
-                print(line, flush=True)
-            worst = max(worst, result.exit_code)
+    make = factory or client_factory(args.host, args.port)
+    groups = None if factory is not None else dictionary_groups()
+    log = (lambda line: print(line, flush=True)) if args.verbose else None
+    for scenario in scenarios:
+        if args.verbose:
+            print(f"{scenario.file}: {scenario.title}", flush=True)
+        result = Runner(make, log=log, groups=groups).run(scenario)
+        if result.ok:
+            print(f"PASS {scenario.file} ({len(scenario.steps)} steps, {result.seconds:.1f} s)", flush=True)
+            continue
+        print(f"FAIL {scenario.file} (step {result.steps_done + 1} of {len(scenario.steps)}, "
+              f"{result.seconds:.1f} s)", flush=True)
+        for line in result.report:
+            print(line, flush=True)
+        worst = max(worst, result.exit_code)
     return worst
 
 

@@ -15,11 +15,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
+from services.client.scenario.groups import GroupError, GroupShape, nest
 from services.client.scenario.match import Fields, closeness, decode, match, mismatches, show
 from services.client.scenario.syntax import (
     Control,
@@ -52,7 +53,7 @@ class SessionLike(Protocol):
 
     def start(self) -> None: ...
     def wait_logon(self, timeout: float) -> None: ...
-    def send(self, fields: Sequence[tuple[int, str]]) -> None: ...
+    def send(self, fields: Sequence[tuple[int, Any]]) -> None: ...
     def drop_next(self) -> None: ...
     def go_silent(self) -> None: ...
     def talk(self) -> None: ...
@@ -96,7 +97,8 @@ class Inbox:
 
     def after(self, source: str) -> list[tuple[int, Seen]]:
         with self.changed:
-            return [(i, s) for i, s in enumerate(self.seen) if i >= self.cursor[source] and s.source == source]
+            start = self.cursor[source]
+            return [(i, s) for i, s in enumerate(self.seen) if i >= start and s.source == source]
 
     def wait(self, count: int, timeout: float) -> None:
         """Until more than ``count`` messages have been seen, or ``timeout`` s."""
@@ -146,8 +148,10 @@ class Runner:
     """Play one scenario; ``log`` gets a line per step when verbose."""
 
     def __init__(self, factory: SessionFactory, *, log: Callable[[str], None] | None = None,
+                 groups: Callable[[str], Mapping[int, GroupShape]] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.factory = factory
+        self.groups = groups  # a MsgType's repeating groups (the data dictionary's); None: sent flat
         self.log = log
         self.clock = clock
         self.sessions: dict[str, SessionLike] = {}
@@ -182,7 +186,7 @@ class Runner:
         if isinstance(step, Logon):
             self.logon(step)
         elif isinstance(step, Send):
-            self.sessions[step.session].send(self.render(step))
+            self.send(step)
         elif isinstance(step, Expect):
             self.expect(step)
         elif isinstance(step, ExpectNothing):
@@ -224,6 +228,16 @@ class Runner:
     def render(self, step: Send) -> list[tuple[int, str]]:
         values = {**self.variables, "now": fix_now()}
         return [(tag, template.render(values)) for tag, template in step.fields]
+
+    def send(self, step: Send) -> None:
+        flat = self.render(step)
+        try:
+            message = nest(flat, self.groups(flat[0][1])) if self.groups is not None else flat
+            self.sessions[step.session].send(message)
+        except GroupError as exc:
+            raise StepFailed(step, [f"cannot send: {exc}"]) from None
+        except Exception as exc:  # the session's own one line: not logged on, engine refused
+            raise StepFailed(step, [f"cannot send on {step.session}: {one_line(exc)}"]) from None
 
     def expect(self, step: Expect) -> None:
         inbox = self.inboxes[step.session]

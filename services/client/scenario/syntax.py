@@ -219,7 +219,8 @@ class _Parser:
         heartbeat = integer(options.get("heartbeat", "30"), "heartbeat", 1, 3600)
         port = integer(options["port"], "port", 1, 65535) if "port" in options else None
         self.sessions.add(session)
-        return Logon(where, session, comp_id, heartbeat, port, seconds(options.get("timeout", "10"), "timeout"))
+        timeout = seconds(options.get("timeout", "10"), "timeout")
+        return Logon(where, session, comp_id, heartbeat, port, timeout)
 
     def send(self, where: Where, session: str, args: list[str]) -> Send:
         fields: list[tuple[int, Template]] = []
@@ -265,7 +266,8 @@ class _Parser:
 
     # ------------------------------------------------------------------ pieces
 
-    def specs(self, args: list[str], *, allowed: set[str], verb: str) -> tuple[list[FieldSpec], dict[str, str]]:
+    def specs(self, args: list[str], *, allowed: set[str], verb: str
+              ) -> tuple[list[FieldSpec], dict[str, str]]:
         specs: list[FieldSpec] = []
         options: list[str] = []
         fresh: set[str] = set()
