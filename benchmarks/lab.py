@@ -21,10 +21,10 @@ from pathlib import Path
 
 import redis
 
-from services.gateway.lab.tap import Tap, TapLoop
 from shared import streams
 from shared.bus import publish
 from shared.clock import now_ns
+from shared.fix.tap import Tap, TapLoop
 from shared.redis_server import RedisServer, free_port
 from shared.schema import LabStart, LabState, decode_batch
 

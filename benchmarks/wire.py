@@ -26,10 +26,10 @@ from typing import Any
 import redis
 from websockets.sync.client import connect
 
-from services.web.wire import parse
 from shared import streams
 from shared.bus import publish
 from shared.fix import dictionary
+from shared.fix.wire import parse
 from shared.redis_server import RedisServer, free_port
 from shared.schema import LabStart, LabState, WireRecord, decode_batch
 

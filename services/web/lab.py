@@ -20,12 +20,12 @@ from starlette.websockets import WebSocketState
 
 from services.web.commands import Command, CommandError, parse_command
 from services.web.limits import TokenBucket
-from services.web.mdbook import MdBooks
 from services.web.views import JSON, error_view, execution_view, notice_view, state_view, wire_view
-from services.web.wire import ParsedMessage
 from shared import streams
 from shared.bus import REDIS_ERRORS, id_after, publish
 from shared.clock import now_ns
+from shared.fix.mdbook import MdBooks
+from shared.fix.wire import ParsedMessage
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, SchemaError, WireRecord, decode_batch
 
 if TYPE_CHECKING:

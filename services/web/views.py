@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from services.web.wire import Node, ParsedMessage, WireGroup, parse, readable
 from shared.config import CommonSettings
 from shared.fix.dictionary import Dictionary
+from shared.fix.wire import Node, ParsedMessage, WireGroup, parse, readable
 from shared.schema import Depth, LabNotice, LabState, Trade, WireRecord
 
 JSON = dict[str, Any]

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from services.gateway.lab.session import LabSession
-from services.gateway.lab.tap import Tap, TapLoop
 from shared import streams
+from shared.fix.tap import Tap, TapLoop
 from tests.helpers import eventually
 from tests.integration.test_lab_support import (
     Lab,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.gateway.lab.tap import Tap, TapLoop
+from shared.fix.tap import Tap, TapLoop
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.lab.orders import CommandError, LabOrders, stp_mode, transact_time
+from shared.fix.orders import CommandError, LabOrders, stp_mode, transact_time
 from shared.schema import LabCommand
 
 TS = 1_767_225_600_123_000_000  # 2026-01-01 00:00:00.123 UTC

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.gateway.lab.seqs import ExchangeSeqs
+from shared.fix.seqs import ExchangeSeqs
 
 SOH = "\x01"
 

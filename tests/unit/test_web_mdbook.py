@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from services.web.mdbook import MdBooks
-from services.web.wire import parse
 from shared.config import Instrument
 from shared.fix import dictionary
+from shared.fix.mdbook import MdBooks
+from shared.fix.wire import parse
 
 D = dictionary.load()
 ACORN = Instrument("ACORN.LAB", 10_000, Decimal("0.01"))

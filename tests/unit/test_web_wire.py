@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.web.wire import Node, WireGroup, parse, readable
 from shared.fix import dictionary
+from shared.fix.wire import Node, WireGroup, parse, readable
 
 D = dictionary.load()
 

@@ -17,15 +17,15 @@ import time
 from collections.abc import Callable, Sequence
 
 from services.gateway.lab.claims import CompIdClaims
-from services.gateway.lab.orders import CommandError
 from services.gateway.lab.outbox import Outbox
 from services.gateway.lab.session import CONNECTING, ENDED, LabSession, SetStp
 from services.gateway.lab.settings import LabSettings
-from services.gateway.lab.tap import Tap, TapLoop
 from shared import streams
 from shared.bus import REDIS_ERRORS, Effects, Entry, StreamConsumer, connect, wait_for_redis
 from shared.clock import now_ns
 from shared.compids import LAB_COMP_IDS
+from shared.fix.orders import CommandError
+from shared.fix.tap import Tap, TapLoop
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, Message, to_dict
 
 log = logging.getLogger(__name__)

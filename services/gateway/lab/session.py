@@ -14,13 +14,15 @@ from typing import Any
 
 import quickfix as fix
 
-from services.gateway.lab.orders import STP_NAMES, CommandError, Fields, LabOrders, stp_mode
-from services.gateway.lab.seqs import ExchangeSeqs
 from services.gateway.lab.settings import LabSettings
-from services.gateway.lab.tap import CLIENT, Tap
 from shared.clock import now_ns
 from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
 from shared.fix.codec import field_values
+from shared.fix.initiator import set_fields
+from shared.fix.message import Fields
+from shared.fix.orders import STP_NAMES, CommandError, LabOrders, stp_mode
+from shared.fix.seqs import ExchangeSeqs
+from shared.fix.tap import CLIENT, Tap
 from shared.schema import LabCommand, LabNotice, LabState, Message, WireRecord
 
 log = logging.getLogger(__name__)
@@ -67,19 +69,6 @@ TargetCompID={EXCHANGE_COMP_ID}
 def message_fields(msg: fix.Message) -> dict[int, str]:
     """Tags of a QuickFIX message as strings (first value wins), via one toString()."""
     return field_values(msg.toString())
-
-
-def _set_fields(target: Any, body: Fields) -> None:
-    """Set ``body`` on a QuickFIX message or group, repeating groups as fix.Group entries."""
-    for tag, value in body:
-        if isinstance(value, str):
-            target.setField(tag, value)
-            continue
-        for entry in value:
-            first = entry[0][0]
-            group = fix.Group(tag, first)
-            _set_fields(group, entry)
-            target.addGroup(group)
 
 
 class LabSession(fix.Application):
@@ -271,7 +260,7 @@ class LabSession(fix.Application):
     def _send(self, msg_type: str, body: Fields) -> None:
         msg = fix.Message()
         msg.getHeader().setField(35, msg_type)
-        _set_fields(msg, body)
+        set_fields(msg, body)
         if not fix.Session.sendToTarget(msg, self._sid):
             raise CommandError("the engine did not send the message (session not logged on)")
 

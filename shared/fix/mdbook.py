@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from services.web.wire import Node, ParsedMessage, WireGroup
 from shared.config import Instrument
+from shared.fix.wire import Node, ParsedMessage, WireGroup
 
 BID, OFFER = "0", "1"
 NEW, CHANGE, DELETE = "0", "1", "2"

@@ -1,4 +1,7 @@
-"""A lab session's orders and the FIX messages its visitor's commands become: pure, no I/O.
+"""A session's orders and the FIX messages its user's commands become: pure, no I/O.
+
+Shared by the gateway's lab sessions (a visitor's LabCommand) and the terminal client (services/client,
+the same commands typed at a prompt).
 
 A visitor's command is turned into the (tag, value) fields of one FIX message; the session adapter
 hands them to its QuickFIX engine, which adds the header and trailer. Values are sent as the
@@ -13,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from shared.fix.message import Fields
 from shared.schema import (
     BUY,
     DAY,
@@ -44,9 +48,6 @@ MAX_DEPTH = 100
 # MDEntryType (269) a lab subscription asks for: bids, offers, trades.
 MD_ENTRY_TYPES = ("0", "1", "2")
 
-# A message body: (tag, value) in order; a repeating group is (count tag, [entry fields, ...]), the
-# first field of each entry being the group's delimiter.
-Fields = list[tuple[int, "str | list[Fields]"]]
 
 
 class CommandError(ValueError):

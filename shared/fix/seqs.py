@@ -1,4 +1,4 @@
-"""The exchange engine's next sequence numbers, followed from the wire the tap forwards: pure.
+"""An exchange engine's next sequence numbers, followed from the wire a tap forwards: pure.
 
 The exchange runs in another process (the gateway's acceptor), so the lab cannot ask its engine;
 it reads them off the messages instead, as the engine itself counts them: a message above the

@@ -1,4 +1,7 @@
-"""The tap: a TCP relay on loopback between a lab session's engine and the exchange.
+"""The tap: a TCP relay on loopback between a FIX client's engine and the exchange.
+
+One implementation serves the gateway's lab sessions (services/gateway/lab) and the terminal client
+(services/client): each puts its own QuickFIX initiator behind a tap.
 
 It frames whole FIX messages (``shared.fix.codec.split_frames``), records every one with a timestamp and
 forwards it unchanged. It can withhold the next message the client's engine sends, or everything
@@ -56,10 +59,10 @@ class TapLoop:
     there before the loop closes, so no transport outlives its loop (one that does warns when it is
     collected, whichever code runs then)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "lab-tap") -> None:
         self.open: set[asyncio.StreamWriter | asyncio.AbstractServer] = set()
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="lab-tap", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -101,7 +104,7 @@ class TapLoop:
 
 
 class Tap:
-    """One lab session's relay: the engine connects to ``port``, the tap connects to the exchange."""
+    """One session's relay: the engine connects to ``port``, the tap connects to the exchange."""
 
     def __init__(self, loop: TapLoop, exchange_host: str, exchange_port: int, on_record: OnRecord,
                  on_closed: OnClosed) -> None:
@@ -115,9 +118,16 @@ class Tap:
         self.silent = False
         self.drop_next = False
         self.records = 0
+        # The last connection attempt could not reach the exchange (a refused or failed connect).
+        self.unreachable = False
         self._server: asyncio.AbstractServer | None = None
         self._busy = False
         self._writers: list[asyncio.StreamWriter] = []
+
+    @property
+    def idle(self) -> bool:
+        """No engine connection is being relayed (the last one's on_closed has been called)."""
+        return not self._busy
 
     def open(self) -> int:
         """Listen on a free loopback port; return it."""
@@ -154,11 +164,13 @@ class Tap:
             try:
                 x_reader, x_writer = await asyncio.open_connection(self.exchange_host, self.exchange_port)
             except OSError as exc:
+                self.unreachable = True
                 self._closed(f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable "
                              f"({exc.strerror or exc})")
                 await shut([c_writer])
                 self._loop.open.discard(c_writer)
                 return
+            self.unreachable = False
             self._loop.open.add(x_writer)
             self._writers = [c_writer, x_writer]
             pumps = [asyncio.ensure_future(self._pump(c_reader, x_writer, CLIENT)),

@@ -145,3 +145,38 @@ def nest(fields: list[WireField], groups: dict[int, GroupDef], problems: list[st
 def readable(raw: bytes) -> str:
     """The raw message with SOH shown as '|', the way FIX people write it."""
     return _text(raw).replace("\x01", "|")
+
+
+# The header and trailer fields a one-line view leaves out: the line's own head names them
+# (MsgType, MsgSeqNum) or they are the same on every message of a session.
+LINE_SKIPS = frozenset({8, 9, 35, 34, 49, 56, 52, 10})
+
+
+def field_text(f: WireField) -> str:
+    """``Side(54)=1 (Buy)``: a field named as the page names it (name, tag, value, meaning)."""
+    name = f"{f.name}({f.tag})" if f.name else f"{f.tag}" if f.tag is not None else "?"
+    return f"{name}={f.value}" + (f" ({f.meaning})" if f.meaning else "")
+
+
+def nodes_text(nodes: list[Node], skip: frozenset[int] = LINE_SKIPS) -> str:
+    """Fields in wire order; a repeating group as ``NoX(n)=2 [{entry} {entry}]``."""
+    out: list[str] = []
+    for n in nodes:
+        if isinstance(n, WireGroup):
+            entries = " ".join("{" + nodes_text(e, frozenset()) + "}" for e in n.entries)
+            out.append(f"{field_text(n.count)} [{entries}]")
+        elif n.tag not in skip:
+            out.append(field_text(n))
+    return " ".join(out)
+
+
+def line(p: ParsedMessage, source: str, withheld: bool = False) -> str:
+    """One message on one line: direction, name, MsgType and MsgSeqNum, then every other field."""
+    arrow = "->" if source == "client" else "<-"
+    seq = f" #{p.seq}" if p.seq is not None else ""
+    head = f"{arrow} {p.msg_name} 35={p.msg_type}{seq}"
+    if withheld:
+        head += " [withheld by the tap]"
+    body = nodes_text(p.tree or list(p.fields))
+    problems = f" !! {'; '.join(p.problems)}" if p.problems else ""
+    return f"{head}  {body}{problems}" if body else head + problems
