@@ -35,8 +35,8 @@ from services.client.scenario.syntax import (
 
 HEARTBEAT = "0"
 SHOWN_LAST = 12  # the session's last messages printed with a failure
-SHOWN_PASSED = 6
-STOP_WAIT_S = 15.0  # a session's stop is bounded by its engine's LogoutTimeout; this is a backstop  # messages passed over, nearest miss first
+SHOWN_PASSED = 6  # messages passed over, nearest miss first
+STOP_WAIT_S = 15.0  # a session's stop is bounded by its engine's LogoutTimeout; this is a backstop
 
 
 class RecordLike(Protocol):
@@ -81,6 +81,11 @@ class Seen:
     fields: Fields
     withheld: bool
     ns: int
+    raw: bytes
+
+    def text(self) -> str:
+        """The message on one line; bytes that are not FIX fields as Python shows bytes."""
+        return show(self.fields) if self.fields else repr(self.raw[:200])
 
 
 @dataclass
@@ -93,7 +98,7 @@ class Inbox:
 
     def add(self, record: RecordLike) -> None:
         with self.changed:
-            self.seen.append(Seen(record.source, decode(record.raw), record.withheld, record.ns))
+            self.seen.append(Seen(record.source, decode(record.raw), record.withheld, record.ns, record.raw))
             self.changed.notify_all()
 
     def after(self, source: str) -> list[tuple[int, Seen]]:
@@ -273,7 +278,7 @@ class Runner:
             nearest = sorted(passed, key=lambda p: -closeness(step.specs, p[1].fields, self.variables))
             for _, seen in nearest[:SHOWN_PASSED]:
                 why = "; ".join(mismatches(step.specs, seen.fields, self.variables))
-                lines.append(f"    {show(seen.fields)}")
+                lines.append(f"    {seen.text()}")
                 lines.append(f"      -> {why}")
         raise StepFailed(step, lines)
 
@@ -291,7 +296,7 @@ class Runner:
                 if match(step.specs, seen.fields, self.variables) is not None:
                     what = " matching " + " ".join(str(s) for s in step.specs) if step.specs else ""
                     raise StepFailed(step, [f"expected nothing{what} from the exchange on {step.session} "
-                                            f"for {step.for_s:g} s; got:", f"    {show(seen.fields)}"])
+                                            f"for {step.for_s:g} s; got:", f"    {seen.text()}"])
             left = deadline - self.clock()
             if left <= 0:
                 return
@@ -313,7 +318,7 @@ class Runner:
                 lines.append("    (none)")
             for seen in last:
                 mark = "x" if seen.withheld else ("<" if seen.source == "exchange" else ">")
-                lines.append(f"    {mark} {show(seen.fields)}")
+                lines.append(f"    {mark} {seen.text()}")
         return lines
 
 
