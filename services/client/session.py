@@ -424,7 +424,7 @@ class ClientSession:
         if self.status == LOGGED_OUT or not self._engine_on:
             return  # the end of a connection we ended ourselves
         if self._tap.unreachable:
-            text = f"cannot reach the exchange: {reason}"
+            text = reason
         elif self.text:
             text = self.text
         elif self.status == CONNECTING:
@@ -451,16 +451,18 @@ class ClientSession:
 
 
 def connect_free(comp_ids: Iterable[str] = CLIENT_COMP_IDS, *, timeout: float = 5.0,
-                 **kwargs: Any) -> ClientSession:
+                 make: Callable[[str], ClientSession] | None = None, **kwargs: Any) -> ClientSession:
     """A logged-on session with the first of ``comp_ids`` the exchange accepts.
 
-    A refused Logon (a CompID logged on already, or one the exchange does not know) tries the next;
-    an unreachable exchange or a timeout ends the search at once. Raise SessionError when none logs on.
+    Each try is ``make(comp_id)`` (default: ``ClientSession(comp_id, **kwargs)``), started here. A
+    refused Logon (a CompID logged on already, or one the exchange does not know) tries the next; an
+    unreachable exchange or a timeout ends the search at once. Raise SessionError when none logs on.
     """
     last: SessionError | None = None
     for comp_id in comp_ids:
-        session = ClientSession(comp_id, **kwargs).start()
+        session = make(comp_id) if make is not None else ClientSession(comp_id, **kwargs)
         try:
+            session.start()
             session.wait_logon(timeout)
             return session
         except SessionError as exc:

@@ -1,0 +1,47 @@
+"""``fixlab``: one console command, its subcommands dispatched to the module that owns each.
+
+    fixlab list|tail|show|pending ...   the bus inspector (shared/streams/__main__.py), unchanged
+    fixlab client ...                   the terminal FIX client (python -m services.client)
+
+A subcommand that belongs to a service runs that service's module as ``python -m`` would (``runpy``),
+named by a string as the runner names the services it starts: this module imports no service
+(tests/unit/test_layers.py). Add a subcommand by adding a line to SUBCOMMANDS.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from shared.streams.__main__ import run as streams
+
+# subcommand: (module run as __main__, what it does)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "client": ("services.client", "a FIX 4.4 initiator in the terminal (fixlab client --help)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``fixlab`` console script."""
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in SUBCOMMANDS:
+        module = SUBCOMMANDS[args[0]][0]
+        saved = sys.argv
+        sys.argv = [f"fixlab {args[0]}", *args[1:]]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code
+            return code if isinstance(code, int) else (0 if code is None else 1)
+        finally:
+            sys.argv = saved
+        return 0
+    if args and args[0] in ("-h", "--help"):
+        sys.stdout.write("fixlab: the bus inspector (list, tail, show, pending) and:\n")
+        for name, (_module, what) in SUBCOMMANDS.items():
+            sys.stdout.write(f"  fixlab {name}  {what}\n")
+    return streams(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""``fixlab client`` / ``python -m services.client``: a FIX 4.4 initiator in the terminal.
+
+    fixlab client                          the exchange `make run` starts (127.0.0.1:9878, FIXLAB),
+                                           the first free CLIENT01..CLIENT16
+    fixlab client --comp-id CLIENT05 --host 10.0.0.2 --port 9878 --target FIXLAB --heartbeat 30
+    fixlab client --store ~/.fixlab/store  sequence numbers survive a restart (QuickFIX FileStore)
+    fixlab client --plain                  one decoded line per message; commands from stdin
+
+Exit status: 0 quit (or the end of stdin in --plain); 1 could not log on, or the session ended
+without being asked to (the reason on stderr, one line); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import select
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TextIO
+
+from services.client.commands import CommandError, parse
+from services.client.core import QUIT, Client, Decoded
+from services.client.session import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    LOGGED_OUT,
+    ClientSession,
+    SessionError,
+    connect_free,
+)
+from shared.compids import CLIENT_COMP_IDS, EXCHANGE_COMP_ID
+from shared.fix import dictionary
+
+PROG = "fixlab client"
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=PROG, description="A FIX 4.4 initiator in the terminal, behind its tap.")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"the exchange's host (default {DEFAULT_HOST})")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"its FIX port (default {DEFAULT_PORT})")
+    p.add_argument("--comp-id", help="your SenderCompID (default: the first CLIENT01..16 the exchange takes)")
+    p.add_argument("--target", default=EXCHANGE_COMP_ID,
+                   help=f"the exchange's CompID (default {EXCHANGE_COMP_ID})")
+    p.add_argument("--heartbeat", type=int, default=30, help="HeartBtInt, seconds (default 30)")
+    p.add_argument("--store", type=Path, help="a FileStore directory: sequence numbers survive restarts")
+    p.add_argument("--dictionary", type=Path,
+                   help="data dictionary (default: the quickfix package's FIX44.xml)")
+    p.add_argument("--logon-timeout", type=float, default=5.0,
+                   help="seconds to wait for the Logon (default 5)")
+    p.add_argument("--plain", action="store_true", help="one decoded line per message, commands from stdin")
+    p.add_argument("--linger", type=float, default=1.0,
+                   help="--plain: seconds to keep reading the wire after stdin ends (default 1)")
+    args = p.parse_args(argv)
+    if not 1 <= args.port <= 65535:
+        p.error(f"--port {args.port}: 1 to 65535")
+    if not 1 <= args.heartbeat <= 3600:
+        p.error(f"--heartbeat {args.heartbeat}: 1 to 3600 seconds")
+    return args
+
+
+def connect(args: argparse.Namespace) -> Client:
+    """Start and log on: the Client of the session that logged on (it saw every record of it)."""
+    names = dictionary.load(str(args.dictionary) if args.dictionary else None)
+    clients: dict[str, Client] = {}
+
+    def make(comp_id: str) -> ClientSession:
+        session = ClientSession(comp_id, host=args.host, port=args.port, target=args.target,
+                                heartbeat_s=args.heartbeat, store_dir=args.store, dictionary=args.dictionary)
+        client = clients[comp_id] = Client(session, names)
+        session.on_record = client.on_record
+        return session
+
+    if args.comp_id:
+        session = make(args.comp_id).start()
+        try:
+            session.wait_logon(args.logon_timeout)
+        except BaseException:
+            session.stop()
+            raise
+    else:
+        session = connect_free(CLIENT_COMP_IDS, timeout=args.logon_timeout, make=make)
+    return clients[session.comp_id]
+
+
+def run_plain(client: Client, stdin: TextIO, out: TextIO, err: TextIO, linger_s: float) -> int:
+    """Line mode: print each decoded message as it comes; carry out each stdin line."""
+    lock = threading.Lock()
+
+    def emit(text: str) -> None:
+        with lock:
+            out.write(text + "\n")
+            out.flush()
+
+    def on_decoded(d: Decoded) -> None:
+        emit(f"{d.rec.n} {d.text}")
+
+    session = client.session
+    asked_to_end = False
+    for d in client.follow(on_decoded):  # what came before this point, then the rest as it comes
+        on_decoded(d)
+    while True:
+        if session.status == LOGGED_OUT and not asked_to_end:
+            err.write(f"{PROG}: {session.text}\n")
+            return 1
+        ready, _, _ = select.select([stdin], [], [], 0.1)
+        if not ready:
+            continue
+        text = stdin.readline()
+        if not text:  # end of input: let the answers to the last commands arrive
+            deadline = time.monotonic() + linger_s
+            while time.monotonic() < deadline and session.status != LOGGED_OUT:
+                time.sleep(0.05)
+            return 0
+        try:
+            cmd = parse(text)
+            if cmd is None:
+                continue
+            if cmd.verb == QUIT:
+                return 0
+            asked_to_end = cmd.verb == "logout" or (asked_to_end and cmd.verb != "logon")
+            for answer in client.execute(cmd):
+                emit(f"= {answer}")
+        except CommandError as exc:
+            emit(f"error: {exc}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    try:
+        client = connect(args)
+    except (SessionError, dictionary.DictionaryError) as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 1
+    session = client.session
+    try:
+        if args.plain:
+            return run_plain(client, sys.stdin, sys.stdout, sys.stderr, args.linger)
+        from services.client.tui import ClientApp  # Textual loads only for the full screen
+
+        code = ClientApp(client).run()
+        if session.status == LOGGED_OUT and session.text and code:
+            sys.stderr.write(f"{PROG}: {session.text}\n")
+        return code or 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        session.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""What the TUI and the line mode share: commands carried out on a session, and what its wire tells.
+
+``Client`` follows every record the tap saw (``on_record``, any thread): it decodes it once with the
+shared wire parser (``shared.fix.wire``, the names the page shows), applies ExecutionReports to the
+orders (``shared.fix.orders.LabOrders``, as the lab does) and W/X to the books
+(``shared.fix.mdbook.MdBooks``, as the page does), and keeps the fills and the tape. ``execute``
+carries out one parsed command and returns the lines to show. Nothing here draws anything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.client.commands import TIF_NAMES, Command, CommandError, help_text
+from services.client.session import LOGGED_ON, ClientSession, Record, SessionError
+from shared.clock import now_ns
+from shared.fix import orders as lab_orders
+from shared.fix.dictionary import Dictionary
+from shared.fix.mdbook import MdBooks
+from shared.fix.wire import Node, ParsedMessage, WireGroup, field_text, line, parse
+from shared.schema import LabCommand, LabOrder
+
+KEEP_MESSAGES = 5000  # decoded wire messages kept for ``show``
+KEEP_FILLS = 500
+KEEP_TAPE = 200
+SIDE_NAMES = {1: "buy", 2: "sell"}
+QUIT = "quit"
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A record as the screen shows it."""
+
+    rec: Record
+    parsed: ParsedMessage
+    text: str  # wire.line(): one decoded line
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    clordid: str
+    symbol: str
+    side: str
+    last_px: str
+    last_qty: str
+    cum_qty: str
+    leaves_qty: str
+    exec_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Print:
+    """One trade on the tape, from a market-data entry with MDEntryType 2 (Trade)."""
+
+    symbol: str
+    price: str
+    qty: str
+    ns: int
+
+
+def clordid_prefix(now_s: float | None = None) -> str:
+    """``T<seconds, base 36>-``: ClOrdIDs of one run differ from the last run's (CLIENT sessions keep
+    their orders while the exchange runs)."""
+    n = int(time.time() if now_s is None else now_s)
+    digits = ""
+    while n:
+        n, r = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + digits
+    return f"T{digits or '0'}-"
+
+
+class Client:
+    """A session's orders, fills, books and tape, followed from its wire; commands carried out."""
+
+    def __init__(self, session: ClientSession, dictionary: Dictionary, *, prefix: str | None = None,
+                 on_decoded: Callable[[Decoded], None] | None = None) -> None:
+        self.session = session
+        self.dictionary = dictionary
+        self.orders = lab_orders.LabOrders(prefix if prefix is not None else clordid_prefix())
+        self.books = MdBooks(())
+        self.fills: deque[Fill] = deque(maxlen=KEEP_FILLS)
+        self.tape: deque[Print] = deque(maxlen=KEEP_TAPE)
+        self.messages: dict[int, Decoded] = {}
+        self.on_decoded = on_decoded
+        self.version = 0  # bumped on every change to orders, fills, books or tape
+        self._lock = threading.Lock()
+        self._then: Callable[[Decoded], None] | None = None
+
+    # ------------------------------------------------------------------ the wire
+
+    def decode(self, rec: Record) -> Decoded:
+        """Decode a record and apply what it says (orders, fills, books, tape); thread-safe."""
+        p = parse(rec.raw, self.dictionary)
+        d = Decoded(rec, p, line(p, rec.source, rec.withheld))
+        with self._lock:
+            self._then = self.on_decoded
+            self.messages[rec.n] = d
+            if len(self.messages) > KEEP_MESSAGES:
+                del self.messages[min(self.messages)]
+            if rec.source == "exchange":
+                self._received(p, rec.ns)
+            elif not rec.withheld and self.books.sent(p):
+                self.version += 1
+        return d
+
+    def on_record(self, rec: Record) -> None:
+        """The session's ``on_record``: decode, then hand on (to the ``on_decoded`` of that moment)."""
+        d = self.decode(rec)
+        then = self._then
+        if then is not None:
+            then(d)
+
+    def follow(self, on_decoded: Callable[[Decoded], None]) -> list[Decoded]:
+        """Hand every message decoded from now on to ``on_decoded``; return those decoded so far."""
+        with self._lock:
+            self.on_decoded = on_decoded
+            return [self.messages[n] for n in sorted(self.messages)]
+
+    def _received(self, p: ParsedMessage, ns: int) -> None:
+        if p.msg_type == "8":
+            f = {x.tag: x.value for x in reversed(p.fields) if x.tag is not None}
+            self.orders.on_execution_report(f)
+            if f.get(150) == "F":
+                side = {"1": "buy", "2": "sell"}.get(f.get(54, ""), "?")
+                self.fills.append(Fill(f.get(11, ""), f.get(55, ""), side, f.get(31, ""), f.get(32, ""),
+                                       f.get(14, ""), f.get(151, ""), f.get(17, "")))
+            self.version += 1
+        elif p.msg_type == "Y":
+            self.orders.on_md_reject({x.tag: x.value for x in p.fields if x.tag is not None})
+            self.books.apply(p)
+            self.version += 1
+        elif p.msg_type in ("W", "X"):
+            self.books.apply(p)
+            self._tape(p, ns)
+            self.version += 1
+
+    def _tape(self, p: ParsedMessage, ns: int) -> None:
+        symbol = p.get(55) or ""
+        for node in p.tree:
+            if isinstance(node, WireGroup) and node.count.tag == 268:
+                for entry in node.entries:
+                    e = _flat(entry)
+                    if e.get(269) == "2":
+                        self.tape.append(Print(e.get(55, symbol), e.get(270, ""), e.get(271, ""), ns))
+
+    # ------------------------------------------------------------------ views
+
+    def open_orders(self) -> tuple[LabOrder, ...]:
+        with self._lock:
+            return self.orders.open_orders()
+
+    def book_lines(self, symbol: str, depth: int = 5) -> list[str]:
+        with self._lock:
+            view = self.books.view(symbol)
+        if not view["subscribed"]:
+            return [f"{symbol}: not subscribed (book {symbol})"]
+        out = [f"{symbol}   bid qty (orders)     |  ask qty (orders)"]
+        bids, asks = view["bids"][:depth], view["asks"][:depth]
+        for i in range(max(len(bids), len(asks), 1)):
+            b = f"{bids[i][1]:>6} ({bids[i][2]}) {bids[i][0]:>9}" if i < len(bids) else " " * 20
+            a = f"{asks[i][0]:<9} {asks[i][1]:>6} ({asks[i][2]})" if i < len(asks) else ""
+            out.append(f"  {b} | {a}")
+        return out
+
+    def subscribed(self) -> list[str]:
+        with self._lock:
+            return sorted(self.books.books)
+
+    def seq_line(self) -> str:
+        sender, target = self.session.seqs()
+        x_sender, x_target = self.session.exchange_seqs()
+        return (f"client: next to send {sender}, next expected {target} | "
+                f"exchange: next to send {x_sender}, next expected {x_target}")
+
+    def order_lines(self) -> list[str]:
+        orders = self.open_orders()
+        if not orders:
+            return ["no open orders"]
+        return [f"{o.clordid}  {SIDE_NAMES.get(o.side, o.side)} {o.symbol} {o.qty} @ {o.price}  "
+                f"filled {o.cum_qty}, open {o.leaves_qty}  {self.status_name(o.status)}" for o in orders]
+
+    def status_name(self, status: str) -> str:
+        """OrdStatus (39) as the dictionary names it, the page's words."""
+        return self.dictionary.meaning(39, status) or status
+
+    def fill_lines(self) -> list[str]:
+        with self._lock:
+            fills = list(self.fills)
+        if not fills:
+            return ["no fills"]
+        return [f"{f.clordid}  {f.side} {f.last_qty} {f.symbol} @ {f.last_px}  (filled {f.cum_qty}, "
+                f"open {f.leaves_qty}, ExecID {f.exec_id})" for f in fills]
+
+    def detail_lines(self, n: int) -> list[str]:
+        """Every field of wire message ``n``, groups indented, as the page's details show them."""
+        with self._lock:
+            d = self.messages.get(n)
+        if d is None:
+            raise CommandError(f"no wire message {n} (kept: the last {KEEP_MESSAGES})")
+        p = d.parsed
+        out = [f"#{n} {'->' if d.rec.source == 'client' else '<-'} {p.msg_name} 35={p.msg_type}"
+               + (" [withheld by the tap]" if d.rec.withheld else "")]
+        out += _tree_lines(p.tree or list(p.fields), "  ")
+        out += [f"  !! {x}" for x in p.problems]
+        return out
+
+    # ------------------------------------------------------------------ commands
+
+    def resolve(self, ref: str) -> str:
+        """An order's ClOrdID from what was typed: the ClOrdID itself, or the number after the prefix."""
+        if ref.isdigit():
+            candidate = f"{self.orders.prefix}{ref}"
+            if self.orders.known(candidate):
+                return candidate
+        if self.orders.known(ref):
+            return ref
+        raise CommandError(f"unknown order {ref!r}: this session never sent it (see orders)")
+
+    def execute(self, cmd: Command) -> list[str]:
+        """Carry out one command; the lines to show. Raise CommandError (one line) when it cannot be."""
+        v = cmd.verb
+        s = self.session
+        if v == "help":
+            return help_text()
+        if v == QUIT:
+            return []
+        if v == "orders":
+            return self.order_lines()
+        if v == "fills":
+            return self.fill_lines()
+        if v == "seq":
+            return [self.seq_line()]
+        if v == "show":
+            return self.detail_lines(cmd.n)
+        if v == "drop":
+            s.drop_next()
+            return ["the tap withholds your next message"]
+        if v == "silent":
+            s.go_silent()
+            return ["silent: the tap withholds everything you send (talk to stop)"]
+        if v == "talk":
+            s.talk()
+            return ["talking: the tap forwards your messages again"]
+        if v == "logout":
+            s.disconnect()
+            return [f"logged out: {s.text}"]
+        if v == "logon":
+            s.reconnect()
+            return ["connecting again"]
+        if not s.logged_on:
+            raise CommandError(f"cannot {v}: the session is not logged on ({s.text or s.status})")
+        with self._lock:
+            msg_type, body = self._message(cmd)
+        try:
+            s.send([(35, msg_type), *body])
+        except SessionError as exc:
+            raise CommandError(str(exc)) from None
+        return []
+
+    def _message(self, cmd: Command) -> tuple[str, list[tuple[int, object]]]:
+        ts = now_ns()
+        o = self.orders
+        try:
+            if cmd.verb in ("buy", "sell"):
+                lc = LabCommand("", "order", symbol=cmd.symbol, side=cmd.side, price=cmd.price, qty=cmd.qty,
+                                tif=cmd.tif)
+                return _pair(o.new_order(lc, ts))
+            if cmd.verb == "cancel":
+                return _pair(o.cancel(LabCommand("", "cancel", orig_clordid=self.resolve(cmd.ref)), ts))
+            if cmd.verb == "replace":
+                lc = LabCommand("", "replace", orig_clordid=self.resolve(cmd.ref), price=cmd.price,
+                                qty=cmd.qty)
+                return _pair(o.replace(lc, ts))
+            if cmd.verb == "status":
+                return _pair(o.status(LabCommand("", "status", orig_clordid=self.resolve(cmd.ref))))
+            if cmd.verb == "book":
+                lc = LabCommand("", "md_subscribe", symbol=cmd.symbol, value=str(cmd.n))
+                return _pair(o.md_subscribe(lc))
+            if cmd.verb == "unbook":
+                return _pair(o.md_unsubscribe(LabCommand("", "md_unsubscribe", symbol=cmd.symbol)))
+        except lab_orders.CommandError as exc:
+            raise CommandError(str(exc)) from None
+        raise CommandError(f"unknown command {cmd.verb!r}")
+
+    def describe(self, cmd: Command) -> str:
+        """What a sent order command was, for the prompt's echo."""
+        if cmd.verb in ("buy", "sell"):
+            return f"{cmd.verb} {cmd.qty} {cmd.symbol} @ {cmd.price} {TIF_NAMES.get(cmd.tif, cmd.tif)}"
+        return cmd.verb
+
+    @property
+    def logged_on(self) -> bool:
+        return self.session.status == LOGGED_ON
+
+
+def _pair(msg: tuple[str, lab_orders.Fields]) -> tuple[str, list[tuple[int, object]]]:
+    return msg[0], list(msg[1])
+
+
+def _flat(entry: list[Node]) -> dict[int, str]:
+    return {f.tag: f.value for f in entry if not isinstance(f, WireGroup) and f.tag is not None}
+
+
+def _tree_lines(nodes: list[Node], indent: str) -> list[str]:
+    out: list[str] = []
+    for n in nodes:
+        if isinstance(n, WireGroup):
+            out.append(f"{indent}{field_text(n.count)}")
+            for i, entry in enumerate(n.entries, 1):
+                out.append(f"{indent}  entry {i} of {len(n.entries)}:")
+                out += _tree_lines(entry, indent + "    ")
+        else:
+            out.append(f"{indent}{field_text(n)}")
+    return out
+

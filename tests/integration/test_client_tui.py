@@ -1,0 +1,107 @@
+"""The terminal client's Textual app driven by Textual's own Pilot against a real exchange."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Button, DataTable, Input, RichLog, Static
+
+from services.client.core import Client
+from services.client.session import ClientSession
+from services.client.tui import ClientApp
+from shared.fix import dictionary
+from tests.gateway_stack import Stack, gateway_stack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    with gateway_stack(None) as s:
+        yield s
+
+
+def logged_on_client(stack: Stack, comp_id: str, heartbeat_s: int = 30) -> Client:
+    session = ClientSession(comp_id, port=stack.fix_port, heartbeat_s=heartbeat_s)
+    client = Client(session, dictionary.load())
+    session.on_record = client.on_record
+    session.start()
+    try:
+        session.wait_logon(5)
+    except BaseException:
+        session.stop()
+        raise
+    return client
+
+
+def pane_text(app: ClientApp, selector: str) -> str:
+    """What a pane shows, its wrapped lines joined again (spaces collapsed)."""
+    log = app.query_one(selector, RichLog)
+    return " ".join(" ".join(strip.text for strip in log.lines).split())
+
+
+async def until(pilot: Pilot[int], check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            app = pilot.app
+            raise AssertionError(f"{what} not seen in {timeout} s; wire: {pane_text(app, '#wire')[-1500:]}; "
+                                 f"answers: {pane_text(app, '#out')[-500:]}")  # type: ignore[arg-type]
+        await pilot.pause(0.05)
+
+
+async def command(pilot: Pilot[int], app: ClientApp, line: str) -> None:
+    prompt = app.query_one("#prompt", Input)
+    prompt.focus()
+    prompt.value = line
+    await pilot.press("enter")
+
+
+def test_order_drop_and_silence_in_the_tui(stack: Stack) -> None:
+    client = logged_on_client(stack, "CLIENT11", heartbeat_s=1)
+    app = ClientApp(client)
+
+    async def drive() -> None:
+        async with app.run_test(size=(220, 60)) as pilot:
+            await until(pilot, lambda: "Logon 35=A" in pane_text(app, "#wire"), "the Logon on the wire")
+            # An order from the prompt, its ExecutionReport decoded in the wire pane and the open orders.
+            await command(pilot, app, "buy ACORN.LAB 99.50 10")
+            await until(pilot, lambda: "ExecType(150)=0 (New)" in pane_text(app, "#wire"), "ER New decoded")
+            wire = pane_text(app, "#wire")
+            assert "NewOrderSingle 35=D" in wire and "ExecutionReport 35=8" in wire
+            table = app.query_one("#orders", DataTable)
+            await until(pilot, lambda: table.row_count == 1, "the open order listed")
+            # The ticket sends one too; s on the selected order asks its status (35=H).
+            app.query_one("#price", Input).value = "99.40"
+            app.query_one("#qty", Input).value = "3"
+            app.query_one("#send", Button).press()
+            await until(pilot, lambda: table.row_count == 2, "the ticket's order listed")
+            table.focus()
+            await pilot.press("s")
+            await until(pilot, lambda: "OrderStatusRequest 35=H" in pane_text(app, "#wire"), "status request")
+            # A bad command: one line in the answers pane.
+            await command(pilot, app, "bogus")
+            await until(pilot, lambda: "error: unknown command 'bogus'" in pane_text(app, "#out"), "error")
+            # Drop the next message: the exchange asks for it again.
+            await pilot.press("f2")
+            await command(pilot, app, "buy ACORN.LAB 99.30 1")
+            await until(pilot, lambda: "[withheld by the tap]" in pane_text(app, "#wire"), "the withheld one")
+            await command(pilot, app, "seq")
+            await until(pilot, lambda: "ResendRequest 35=2" in pane_text(app, "#wire"), "a ResendRequest")
+            # Go silent: the exchange tests, then logs the session out.
+            await pilot.press("f3")
+            await until(pilot, lambda: "<- Logout 35=5" in pane_text(app, "#wire"), "the exchange's Logout")
+            status = app.query_one("#status", Static)
+            await until(pilot, lambda: "logged out" in str(status.render()), "logged out in the status line")
+            assert "silent" in pane_text(app, "#out")
+            await command(pilot, app, "quit")
+        assert app.return_value == 0
+
+    try:
+        asyncio.run(drive())
+    finally:
+        client.session.stop()
