@@ -48,10 +48,13 @@ def exchange(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exchange]:
         yield Exchange(run, fix_port)
 
 
-def play(exchange: Exchange, *files: str | Path, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "services.client.scenario", "--port", str(exchange.fix_port),
-                           *map(str, files)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+def play(exchange: Exchange, *files: str | Path, timeout: float = 150,
+         fixlab: bool = False) -> subprocess.CompletedProcess[str]:
+    """``python -m services.client.scenario``, or the ``fixlab scenario`` console script."""
+    command = ([str(Path(sys.executable).parent / "fixlab"), "scenario"] if fixlab
+               else [sys.executable, "-m", "services.client.scenario"])
+    return subprocess.run([*command, "--port", str(exchange.fix_port), *map(str, files)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def test_every_shipped_scenario_passes(exchange: Exchange) -> None:
@@ -71,7 +74,7 @@ def test_a_failing_scenario_names_its_step_and_shows_the_last_messages(exchange:
     wrong.write_text("logon A CLIENT16\n"
                      "send A 35=D 11=$run-1 55=ACORN.LAB 54=1 38=5 40=2 44=86.00 60=$now\n"
                      "expect A 35=8 11=$run-1 150=F timeout=1\n")
-    done = play(exchange, wrong, timeout=30)
+    done = play(exchange, wrong, timeout=30, fixlab=True)
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout
     assert f"FAIL {wrong} (step 3 of 3" in out
