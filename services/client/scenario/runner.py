@@ -42,17 +42,20 @@ STOP_WAIT_S = 15.0  # a session's stop is bounded by its engine's LogoutTimeout;
 class RecordLike(Protocol):
     """What a session's tap reports for each message (``services.client.session.Record``)."""
 
-    n: int
-    source: str  # "client" or "exchange"
-    raw: bytes
-    withheld: bool
-    ns: int
+    @property
+    def source(self) -> str: ...  # "client" or "exchange"
+    @property
+    def raw(self) -> bytes: ...
+    @property
+    def withheld(self) -> bool: ...
+    @property
+    def ns(self) -> int: ...
 
 
 class SessionLike(Protocol):
     """The part of ``ClientSession`` the runner drives."""
 
-    def start(self) -> None: ...
+    def start(self) -> object: ...
     def wait_logon(self, timeout: float) -> None: ...
     def send(self, fields: Sequence[tuple[int, Any]]) -> None: ...
     def drop_next(self) -> None: ...
