@@ -214,3 +214,19 @@ def test_repeating_groups_are_nested_and_their_count_checked() -> None:
     with pytest.raises(GroupError, match="267=3 but 2 entries follow"):
         nest([(35, "V"), (267, "3"), (269, "0"), (269, "1")], v)
     assert nest([(35, "D"), (11, "x")], load().groups["D"]) == [(35, "D"), (11, "x")]
+
+
+def test_a_failure_report_names_the_expected_tags() -> None:
+    from services.client.scenario.__main__ import dictionary_names
+
+    made: list[FakeSession] = []
+
+    def factory(comp_id: str, heartbeat_s: int, port: int | None,
+                on_record: Callable[[RecordLike], None]) -> FakeSession:
+        made.append(FakeSession(comp_id, on_record, echo_exchange))
+        return made[-1]
+    names = dictionary_names()
+    assert names(150, "F") == "ExecType=Trade" and names(37, "") == "OrderID"
+    result = Runner(factory, names=names).run(parse("logon A C\nsend A 35=D 11=a\nexpect A 35=8 150=8 "
+                                                    "37=$oid timeout=0.2\n"))
+    assert "(35 MsgType=ExecutionReport, 150 ExecType=Rejected, 37 OrderID)" in "\n".join(result.report)

@@ -33,6 +33,18 @@ def client_factory(host: str, port: int) -> Callable[..., SessionLike]:
     return make
 
 
+def dictionary_names() -> Callable[[int, str], str]:
+    """(150, "F") -> "ExecType=Trade": names for a failure report, from the FIX 4.4 dictionary."""
+    from shared.fix.dictionary import load
+
+    d = load()
+
+    def name(tag: int, value: str) -> str:
+        meaning = d.meaning(tag, value) if value else ""
+        return f"{d.field_name(tag)}={meaning}" if meaning else d.field_name(tag)
+    return name
+
+
 def dictionary_groups() -> Callable[[str], Mapping[int, GroupShape]]:
     """Each MsgType's repeating groups, from the FIX 4.4 dictionary the client's engine uses."""
     from shared.fix.dictionary import load
@@ -77,11 +89,12 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
     worst = EXIT_OK
     make = factory or client_factory(args.host, args.port)
     groups = None if factory is not None else dictionary_groups()
+    names = None if factory is not None else dictionary_names()
     log = (lambda line: print(line, flush=True)) if args.verbose else None
     for scenario in scenarios:
         if args.verbose:
             print(f"{scenario.file}: {scenario.title}", flush=True)
-        result = Runner(make, log=log, groups=groups).run(scenario)
+        result = Runner(make, log=log, groups=groups, names=names).run(scenario)
         if result.ok:
             print(f"PASS {scenario.file} ({len(scenario.steps)} steps, {result.seconds:.1f} s)", flush=True)
             continue

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from services.client.scenario.groups import GroupError, GroupShape, nest
-from services.client.scenario.match import Fields, closeness, decode, match, mismatches, show
+from services.client.scenario.match import Exact, Fields, closeness, decode, match, mismatches, show
 from services.client.scenario.syntax import (
     Control,
     Expect,
@@ -158,9 +158,11 @@ class Runner:
 
     def __init__(self, factory: SessionFactory, *, log: Callable[[str], None] | None = None,
                  groups: Callable[[str], Mapping[int, GroupShape]] | None = None,
+                 names: Callable[[int, str], str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.factory = factory
         self.groups = groups  # a MsgType's repeating groups (the data dictionary's); None: sent flat
+        self.names = names  # (tag, value) -> "ExecType=Trade", for failure reports; None: tags only
         self.log = log
         self.clock = clock
         self.sessions: dict[str, SessionLike] = {}
@@ -273,6 +275,11 @@ class Runner:
         expected = " ".join(str(s) for s in step.specs)
         lines = [f"expected from {'the exchange' if step.source == 'exchange' else 'the client engine'} on "
                  f"{step.session} within {step.timeout_s:g} s: {expected}"]
+        if self.names is not None:
+            named = [self.names(s.tag, s.value.render(self.variables) if isinstance(s, Exact) else "")
+                     for s in step.specs]
+            lines.append("  (" + ", ".join(f"{s.tag} {n}" for s, n in zip(step.specs, named, strict=True)
+                                           if n) + ")")
         passed = inbox.after(step.source)
         if not passed:
             lines.append(f"nothing came from the {step.source} after the previous expect")
