@@ -82,6 +82,7 @@ def test_words_quotes_and_comments() -> None:
     ("logon A CLIENT01\nexpect A 35=8 41=x$oid\n", 2, "$oid is not bound yet"),
     ("send A 35=D\n", 1, "session 'A' has not logged on"),
     ("logon A CLIENT01\nlogon A CLIENT02\n", 2, "already logged on"),
+    ("logon A CLIENT01\nlogon B CLIENT01\n", 2, "CLIENT01 is already session A"),
     ("logon A\n", 1, "logon takes a session name and a CompID"),
     ("logon A CLIENT01 heartbeat=x\n", 1, "heartbeat=x"),
     ("logon A CLIENT01 colour=red\n", 1, "'colour=red': not a field"),

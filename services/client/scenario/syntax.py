@@ -157,6 +157,7 @@ class _Parser:
     def __init__(self, file: str) -> None:
         self.file = file
         self.sessions: set[str] = set()
+        self.comp_ids: dict[str, str] = {}
         self.bound: set[str] = set(BUILTINS)
 
     def run(self, text: str) -> Scenario:
@@ -215,10 +216,14 @@ class _Parser:
             raise _Bad(f"session {session!r} is already logged on (use reconnect)")
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", comp_id):
             raise _Bad(f"CompID {comp_id!r}: letters, digits, '_', '.', '-'")
+        if comp_id in self.comp_ids:
+            raise _Bad(f"{comp_id} is already session {self.comp_ids[comp_id]} (the exchange takes one "
+                       "Logon per CompID at a time)")
         options = self.options(args[2:], allowed={"heartbeat", "port", "timeout"}, verb="logon")
         heartbeat = integer(options.get("heartbeat", "30"), "heartbeat", 1, 3600)
         port = integer(options["port"], "port", 1, 65535) if "port" in options else None
         self.sessions.add(session)
+        self.comp_ids[comp_id] = session
         timeout = seconds(options.get("timeout", "10"), "timeout")
         return Logon(where, session, comp_id, heartbeat, port, timeout)
 
