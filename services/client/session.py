@@ -428,8 +428,8 @@ class ClientSession:
         elif self.text:
             text = self.text
         elif self.status == CONNECTING:
-            text = (f"the exchange at {self.host}:{self.port} closed the connection without a Logon: "
-                    f"it refused {self.comp_id} (unknown CompID, or logged on already)")
+            text = (f"the exchange at {self.host}:{self.port} closed the connection without answering the "
+                    f"Logon: it refused {self.comp_id} (a CompID it does not know, or one logged on already)")
         elif self._tap.silent and reason.startswith("the exchange"):
             text = "the exchange heard nothing from the silent session and closed the connection"
         else:

@@ -12,7 +12,7 @@ from textual.widgets import Button, DataTable, Input, RichLog, Static
 
 from services.client.core import Client
 from services.client.session import ClientSession
-from services.client.tui import ClientApp
+from services.client.tui import ClientApp, WireView
 from shared.fix import dictionary
 from tests.gateway_stack import Stack, gateway_stack
 
@@ -39,7 +39,9 @@ def logged_on_client(stack: Stack, comp_id: str, heartbeat_s: int = 30) -> Clien
 
 
 def pane_text(app: ClientApp, selector: str) -> str:
-    """What a pane shows, its wrapped lines joined again (spaces collapsed)."""
+    """What a pane holds, its wrapped lines joined again (spaces collapsed)."""
+    if selector == "#wire":
+        return app.query_one(selector, WireView).text()
     log = app.query_one(selector, RichLog)
     return " ".join(" ".join(strip.text for strip in log.lines).split())
 
