@@ -3,14 +3,16 @@
 Every file is read first (a syntax error stops the run before any session logs on), then each
 scenario is played in turn against ``--host``/``--port``. Exit codes: 0 every expectation held;
 1 a scenario failed; 2 bad input (a file that cannot be read or parsed, a bad option); 3 the
-exchange could not be reached or refused a Logon.
+exchange could not be reached or refused a Logon; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from services.client.scenario.runner import RecordLike, Runner, SessionLike, rea
 from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 
 
 def client_factory(host: str, port: int) -> Callable[..., SessionLike]:
@@ -31,6 +34,14 @@ def client_factory(host: str, port: int) -> Callable[..., SessionLike]:
         return ClientSession(comp_id, host=host, port=port_override or port, heartbeat_s=heartbeat_s,
                              on_record=on_record)
     return make
+
+
+def keep_ctrl_c() -> None:
+    """Put Python's SIGINT handler back: starting a QuickFIX initiator leaves SIGINT at the C
+    default (measured: /proc/<pid>/status SigCgt loses bit 2 at ``start()``), so Ctrl-C would kill
+    the process without the sessions' Logouts."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def dictionary_names() -> Callable[[int, str], str]:
@@ -94,7 +105,12 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
     for scenario in scenarios:
         if args.verbose:
             print(f"{scenario.file}: {scenario.title}", flush=True)
-        result = Runner(make, log=log, groups=groups, names=names).run(scenario)
+        try:
+            result = Runner(make, log=log, groups=groups, names=names,
+                            engine_started=keep_ctrl_c if factory is None else None).run(scenario)
+        except KeyboardInterrupt:  # the runner has logged its sessions out on the way
+            print(f"interrupted in {scenario.file}", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if result.ok:
             print(f"PASS {scenario.file} ({len(scenario.steps)} steps, {result.seconds:.1f} s)", flush=True)
             continue

@@ -159,10 +159,12 @@ class Runner:
     def __init__(self, factory: SessionFactory, *, log: Callable[[str], None] | None = None,
                  groups: Callable[[str], Mapping[int, GroupShape]] | None = None,
                  names: Callable[[int, str], str] | None = None,
+                 engine_started: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.factory = factory
         self.groups = groups  # a MsgType's repeating groups (the data dictionary's); None: sent flat
         self.names = names  # (tag, value) -> "ExecType=Trade", for failure reports; None: tags only
+        self.engine_started = engine_started or (lambda: None)  # after each start and reconnect
         self.log = log
         self.clock = clock
         self.sessions: dict[str, SessionLike] = {}
@@ -220,6 +222,7 @@ class Runner:
             session = self.factory(step.comp_id, step.heartbeat_s, step.port, inbox.add)
             self.sessions[step.session] = session
             session.start()
+            self.engine_started()
             session.wait_logon(step.timeout_s)
         except Exception as exc:  # the session's own one-line reason: refused, unreachable, timed out
             raise StepFailed(step, [f"{step.session} ({step.comp_id}) did not log on: {one_line(exc)}"],
@@ -238,6 +241,7 @@ class Runner:
                 session.disconnect()
             else:
                 session.reconnect()
+                self.engine_started()
                 session.wait_logon(step.timeout_s)
         except Exception as exc:
             raise StepFailed(step, [f"{step.action} {step.session}: {one_line(exc)}"]) from None
