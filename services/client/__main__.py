@@ -98,11 +98,10 @@ def run_plain(client: Client, stdin: TextIO, out: TextIO, err: TextIO, linger_s:
         emit(f"{d.rec.n} {d.text}")
 
     session = client.session
-    asked_to_end = False
     for d in client.follow(on_decoded):  # what came before this point, then the rest as it comes
         on_decoded(d)
     while True:
-        if session.status == LOGGED_OUT and not asked_to_end:
+        if client.lost:
             err.write(f"{PROG}: {session.text}\n")
             return 1
         ready, _, _ = select.select([stdin], [], [], 0.1)
@@ -113,6 +112,9 @@ def run_plain(client: Client, stdin: TextIO, out: TextIO, err: TextIO, linger_s:
             deadline = time.monotonic() + linger_s
             while time.monotonic() < deadline and session.status != LOGGED_OUT:
                 time.sleep(0.05)
+            if client.lost:
+                err.write(f"{PROG}: {session.text}\n")
+                return 1
             return 0
         try:
             cmd = parse(text)
@@ -120,7 +122,6 @@ def run_plain(client: Client, stdin: TextIO, out: TextIO, err: TextIO, linger_s:
                 continue
             if cmd.verb == QUIT:
                 return 0
-            asked_to_end = cmd.verb == "logout" or (asked_to_end and cmd.verb != "logon")
             for answer in client.execute(cmd):
                 emit(f"= {answer}")
         except CommandError as exc:
@@ -141,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_plain(client, sys.stdin, sys.stdout, sys.stderr, args.linger)
         from services.client.tui import ClientApp  # Textual loads only for the full screen
 
-        code = ClientApp(client).run()
-        if session.status == LOGGED_OUT and session.text and code:
+        ClientApp(client).run()
+        if client.lost:  # the screen said why; the shell gets it too, and a non-zero status
             sys.stderr.write(f"{PROG}: {session.text}\n")
-        return code or 0
+            return 1
+        return 0
     except KeyboardInterrupt:
         return 130
     finally:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.client.commands import TIF_NAMES, Command, CommandError, help_text
-from services.client.session import LOGGED_ON, ClientSession, Record, SessionError
+from services.client.session import LOGGED_ON, LOGGED_OUT, ClientSession, Record, SessionError
 from shared.clock import now_ns
 from shared.fix import orders as lab_orders
 from shared.fix.dictionary import Dictionary
@@ -87,6 +87,7 @@ class Client:
         self.messages: dict[int, Decoded] = {}
         self.on_decoded = on_decoded
         self.version = 0  # bumped on every change to orders, fills, books or tape
+        self.asked_to_end = False  # the user logged out (and has not logged on again)
         self._lock = threading.Lock()
         self._then: Callable[[Decoded], None] | None = None
 
@@ -184,8 +185,8 @@ class Client:
                 f"filled {o.cum_qty}, open {o.leaves_qty}  {self.status_name(o.status)}" for o in orders]
 
     def status_name(self, status: str) -> str:
-        """OrdStatus (39) as the dictionary names it, the page's words."""
-        return self.dictionary.meaning(39, status) or status
+        """OrdStatus (39) in the page's words (shared.fix.orders.ORD_STATUS), else the dictionary's."""
+        return lab_orders.ORD_STATUS.get(status) or self.dictionary.meaning(39, status) or status
 
     def fill_lines(self) -> list[str]:
         with self._lock:
@@ -246,9 +247,11 @@ class Client:
             s.talk()
             return ["talking: the tap forwards your messages again"]
         if v == "logout":
+            self.asked_to_end = True
             s.disconnect()
             return [f"logged out: {s.text}"]
         if v == "logon":
+            self.asked_to_end = False
             s.reconnect()
             return ["connecting again"]
         if not s.logged_on:
@@ -295,6 +298,11 @@ class Client:
     @property
     def logged_on(self) -> bool:
         return self.session.status == LOGGED_ON
+
+    @property
+    def lost(self) -> bool:
+        """The session ended without the user asking (the exchange logged it out, the connection fell)."""
+        return self.session.status == LOGGED_OUT and not self.asked_to_end
 
 
 def _pair(msg: tuple[str, lab_orders.Fields]) -> tuple[str, list[tuple[int, object]]]:

@@ -91,7 +91,8 @@ class WireView(ScrollView):
 
     def add(self, items: list[tuple[str, Style]]) -> None:
         at_end = self.is_vertical_scroll_end
-        width = max(20, self.scrollable_content_region.width or 120)
+        # Room for the vertical scrollbar even before it shows: rows wrapped before it came stay whole.
+        width = max(20, (self.scrollable_content_region.width or 120) - self.styles.scrollbar_size_vertical)
         for text, style in items:
             if len(text) <= width:
                 self.rows.append((text, style))
@@ -99,7 +100,7 @@ class WireView(ScrollView):
                 self.rows.extend((part, style) for part in wrap(text, width))
         self.virtual_size = Size(width, len(self.rows))
         if at_end:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, x_axis=False)  # after the refresh: the new size counts
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
@@ -221,7 +222,8 @@ class ClientApp(App[int]):
         out = self.query_one("#out", RichLog)
         for text, style in notes:
             out.write(Text(text, style=style))
-        if not backlog:
+        wire = self.query_one("#wire", WireView)
+        if not backlog or not wire.size.width:  # not laid out yet: rows would wrap at a guessed width
             return
         now = time.time_ns()
         self.drains.append((backlog, now - self.pending[0].rec.ns))
@@ -230,7 +232,7 @@ class ClientApp(App[int]):
             d = self.pending.popleft()
             items.append((f"{d.rec.n:>5} {d.text}", style_of(d)))
             self.lag_ns_max = max(self.lag_ns_max, now - d.rec.ns)
-        self.query_one("#wire", WireView).add(items)
+        wire.add(items)
         self.shown += backlog
 
     def refresh_views(self) -> None:

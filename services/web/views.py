@@ -7,13 +7,12 @@ from typing import Any
 
 from shared.config import CommonSettings
 from shared.fix.dictionary import Dictionary
+from shared.fix.orders import ORD_STATUS
 from shared.fix.wire import Node, ParsedMessage, WireGroup, parse, readable
 from shared.schema import Depth, LabNotice, LabState, Trade, WireRecord
 
 JSON = dict[str, Any]
 SIDE_NAMES = {1: "buy", 2: "sell"}
-ORD_STATUS = {"0": "New", "1": "Partially filled", "2": "Filled", "4": "Canceled", "5": "Replaced",
-              "6": "Pending cancel", "8": "Rejected", "A": "Pending new", "E": "Pending replace"}
 
 
 def wire_view(rec: WireRecord, d: Dictionary) -> tuple[JSON, ParsedMessage]:

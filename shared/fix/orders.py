@@ -40,6 +40,10 @@ KEEP_ORDERS = 500  # orders remembered per session (open ones and the latest clo
 # PendingNew, New, PartiallyFilled, Replaced, PendingCancel, PendingReplace
 OPEN_STATUSES = frozenset({"A", "0", "1", "5", "6", "E"})
 PENDING_NEW = "A"
+# OrdStatus (39) as the page and the terminal client name it: the stock FIX44.xml's words, and 5
+# (Replaced, from FIX 4.2), which that file does not list.
+ORD_STATUS = {"0": "New", "1": "Partially filled", "2": "Filled", "4": "Canceled", "5": "Replaced",
+              "6": "Pending cancel", "8": "Rejected", "A": "Pending new", "E": "Pending replace"}
 
 TIFS = (DAY, GTC, IOC, FOK)
 STP_NAMES = {STP_OFF: "off", STP_CANCEL_RESTING: "cancel resting", STP_CANCEL_AGGRESSOR: "cancel aggressor",

@@ -152,3 +152,13 @@ def test_clordid_prefix_differs_per_second() -> None:
     assert clordid_prefix(0) == "T0-"
     assert clordid_prefix(36) == "T10-"
     assert clordid_prefix(1_764_900_000) != clordid_prefix(1_764_900_001)
+
+
+def test_the_client_and_the_page_name_order_states_alike(client: tuple[Client, FakeSession]) -> None:
+    from services.web import views
+
+    c, _ = client
+    assert {k: c.status_name(k) for k in views.ORD_STATUS} == views.ORD_STATUS
+    d = dictionary.load()
+    # the page's words are the dictionary's wherever FIX 4.4 lists the value
+    assert all(d.meaning(39, k) in ("", v) for k, v in views.ORD_STATUS.items())
