@@ -2,6 +2,7 @@
 
     fixlab list|tail|show|pending ...   the bus inspector (shared/streams/__main__.py), unchanged
     fixlab client ...                   the terminal FIX client (python -m services.client)
+    fixlab scenario FILE...             play scenarios (python -m services.client.scenario)
 
 A subcommand that belongs to a service runs that service's module as ``python -m`` would (``runpy``),
 named by a string as the runner names the services it starts: this module imports no service
@@ -18,6 +19,7 @@ from shared.streams.__main__ import run as streams
 # subcommand: (module run as __main__, what it does)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "client": ("services.client", "a FIX 4.4 initiator in the terminal (fixlab client --help)"),
+    "scenario": ("services.client.scenario", "play scenario files against the exchange (docs/scenarios.md)"),
 }
 
 
