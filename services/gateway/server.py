@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import quickfix as fix
 
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
+from services.gateway.dialects import dialects
 from services.gateway.direct import DirectIntake
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
@@ -36,13 +38,16 @@ from shared.clock import now_ns
 from shared.config import ConfigError
 from shared.fix.dictionary import (
     EXCHANGE_MESSAGES,
+    RECEIVED_MESSAGES,
     WRITTEN,
     Dictionary,
     DictionaryError,
     load,
+    message_types,
     write_acceptor_dictionary,
     write_exchange_dictionary,
 )
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, VERSIONS, FixVersion
 from shared.health import HealthReporter
 from shared.redis_cluster import cluster_client, is_cluster_url
 from shared.schema import STP_OFF, SessionEnded, StpSetting
@@ -59,6 +64,40 @@ def acceptor_types(dictionary: Dictionary) -> frozenset[str]:
     """The messages the acceptor's dictionary keeps: session level, what is handled, what is sent."""
     session = {t for t, m in dictionary.messages.items() if m.category == "session"}
     return frozenset(session | HANDLED_TYPES | SENT_TYPES | EXCHANGE_MESSAGES)
+
+
+class VersionDictionaries:
+    """The dictionaries of a version other than FIX 4.4 the acceptor's sessions use, written at start.
+
+    As FIX 4.4's: the installed file trimmed to the messages the exchange speaks (the ones this
+    version defines), what it only sends slimmed to what it writes; a version whose table says so
+    (FIX 5.0 SP2) keeps in what a client sends only what it requires and the tags FIX 4.4 lists there
+    outside repeating groups (shared.fix.versions says why).
+    """
+
+    def __init__(self, version: FixVersion, directory: Path, fix44: Dictionary, trim: bool) -> None:
+        self.version = version
+        # Tags and enums of each message, for the dialect of a version that has one; read only then
+        # (FIX 5.0 SP2's whole dictionary, parsed, holds ~34 MiB of Python objects).
+        self.stock = load(str(version.app_dictionary())) if version.rewrites else None
+        self.types = message_types(version.app_dictionary())  # what it defines (BusinessMessageReject)
+        types = acceptor_types(fix44) & self.types
+        written: dict[str, frozenset[int]] = {t: tags for t, tags in WRITTEN.items() if t in types}
+        if version.received_as_fix44:
+            written.update({t: fix44.top_level(t) for t in RECEIVED_MESSAGES if t in types})
+        stem = f"FIXLAB-{version.name}"
+        self.app = (write_acceptor_dictionary(directory / f"{stem}-acceptor.xml", version.app_dictionary(),
+                                              types, written) if trim else version.app_dictionary())
+        self.settings: dict[str, str]
+        if version.fixt:
+            session_types = message_types(version.transport_dictionary())
+            self.transport = (write_acceptor_dictionary(directory / f"{stem}-transport.xml",
+                                                        version.transport_dictionary(), session_types)
+                              if trim else version.transport_dictionary())
+            self.settings = {"TransportDataDictionary": str(self.transport),
+                             "AppDataDictionary": str(self.app), "DefaultApplVerID": APPL_VER_ID_NAME_50SP2}
+        else:
+            self.settings = {"DataDictionary": str(self.app)}
 
 
 def resident_mib() -> int:
@@ -96,17 +135,23 @@ class Gateway:
             self.acceptor_dictionary = (write_acceptor_dictionary(
                 settings.acceptor_dictionary_path, self.dictionary, acceptor_types(exchange), WRITTEN)
                 if settings.trim_dictionary else self.dictionary)
-        except DictionaryError as exc:
+            # FIX 4.2 and FIXT.1.1 / FIX 5.0 SP2 (shared.fix.versions), for the versions configured.
+            begins = {spec.begin for spec in specs}
+            self.versions = {v.begin_string: VersionDictionaries(v, base, exchange, settings.trim_dictionary)
+                             for v in VERSIONS.values() if v.name != "4.4" and v.begin_string in begins}
+        except (DictionaryError, OSError) as exc:
             raise ConfigError(str(exc)) from None
         self.settings_path = base / "acceptor.cfg"
         self.settings_path.write_text(settings_text(
             specs, port=settings.fix_port, host=settings.fix_host,
-            data_dictionary=self.acceptor_dictionary, store_dir=store_dir))
+            data_dictionary=self.acceptor_dictionary, store_dir=store_dir,
+            version_settings={begin: v.settings for begin, v in self.versions.items()}))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.inbound = Inbound(common.instruments, settings.gateway_id, prefix)  # the acceptor's "busy"
         self.outbound = Outbound(common.instruments, trd_match_sessions(specs))
-        self.registry = SessionRegistry()
+        self.registry = SessionRegistry(dialects({b: (v.version, v.stock) for b, v in self.versions.items()
+                                                   if v.stock is not None}))
         self.counters = Counters()
         # Received orders go to a publisher process over a pipe (handoff.py says why); the orders it
         # refuses are answered on the events stream. Bounded: records not yet on the bus.
@@ -132,16 +177,20 @@ class Gateway:
                                     idle_s=settings.direct_idle_s, slow_s=settings.direct_slow_s)
                        if settings.direct_idle_s > 0 else None)
         # Market data (V/W/X/Y): idle until a session asks (mdfeed.py).
+        group_dictionaries = {begin: v.app for begin, v in self.versions.items()}
         self.market = MarketFeed(common.redis_url, common.instruments, settings.gateway_id,
-                                 GroupSender(self.registry.get, self.acceptor_dictionary),
+                                 GroupSender(self.registry.get, self.acceptor_dictionary, group_dictionaries,
+                                             self.registry.profile),
                                  interval_s=settings.md_interval_s,
                                  max_trades=settings.md_max_trades, maxlen=common.stream_maxlen)
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
                               direct=self.direct, fix44_types=frozenset(exchange.messages),
+                              version_types={begin: v.types for begin, v in self.versions.items()},
                               market_data=self.market,
                               # Its own dictionary copy: the market-data thread parses with the other.
-                              send_groups=GroupSender(self.registry.get, self.acceptor_dictionary))
+                              send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,
+                                                      group_dictionaries, self.registry.profile))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.reports = ReportSender(connect(common.redis_url),
                                     None if self.cluster else RespConnection(common.redis_url),

@@ -1,0 +1,93 @@
+"""What the exchange says in FIX 4.4, said to a session of another version: one rewrite per version.
+
+The gateway builds every message it sends as a FIX 4.4 body (from tag 35 on: outbound.py, inbound.py's
+refusals, securities.py, marketdata.py). A session of FIX 4.2 or FIX 5.0 SP2 gets that body through
+its version's ``Dialect``, chosen once, when QuickFIX creates the session (``SessionRegistry``): a
+FIX 4.4 session has none and its bodies go out as built, with no test per message. What each
+version changes is the table of ``shared.fix.versions``; what its dictionary lists (the tags of each
+message, enum values) is read from that dictionary, the file the acceptor validates with, so a
+rewritten body holds only what a strict client of that version accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shared.fix.dictionary import Dictionary
+from shared.fix.versions import FixVersion
+
+SOH = "\x01"
+# ExecutionReport (35=8) in FIX 4.2: ExecTransType (20), inserted after ExecID (17).
+_TRANS_NEW = "20=0"
+_TRANS_STATUS = "20=3"
+_MATCH_TAGS = ("527=", "880=")
+
+
+class Dialect:
+    """Rewrite FIX 4.4 bodies for sessions of ``version``, whose dictionary is ``dictionary``."""
+
+    def __init__(self, version: FixVersion, dictionary: Dictionary) -> None:
+        self.version = version
+        # Per MsgType, the tags this version lists in the message (groups and components included).
+        self.listed: dict[str, frozenset[int]] = dict(dictionary.bodies)
+        self.enums: Mapping[int, frozenset[str]] = {
+            tag: frozenset(dictionary.fields[tag].enums) for tag in version.enum_fallback
+            if tag in dictionary.fields and dictionary.fields[tag].enums}
+
+    def __call__(self, body: str) -> str:
+        """The body (from tag 35 on, SOH-terminated) as this version says it."""
+        parts = body.split(SOH)
+        if parts and parts[-1] == "":
+            parts.pop()
+        msg_type = parts[0][3:] if parts and parts[0].startswith("35=") else ""
+        listed = self.listed.get(msg_type)
+        version = self.version
+        match_id = ""
+        out: list[str] = []
+        exec_type = status = ""
+        for part in parts:
+            tag_text, _, value = part.partition("=")
+            tag = int(tag_text) if tag_text.isdigit() else -1
+            if tag in (527, 880):
+                match_id = match_id or value
+            if listed is not None and tag != 35 and tag not in listed:
+                continue  # not in this version's message: a strict client would Reject it
+            fallback = version.enum_fallback.get(tag)
+            if fallback is not None and value not in self.enums.get(tag, (value,)):
+                part = f"{tag}={fallback}"
+            if tag == 150:
+                exec_type = value
+            elif tag == 39:
+                status = value
+            out.append(part)
+        if msg_type == "8" and version.exec_trans_type:
+            out = self._exec_trans(out, exec_type, status)
+        if msg_type == "8" and version.match_id_in_text and match_id and not any(
+                p.startswith("58=") for p in out):
+            out.append(f"58=TrdMatchID={match_id}")
+        return SOH.join(out) + SOH
+
+    @staticmethod
+    def _exec_trans(parts: list[str], exec_type: str, status: str) -> list[str]:
+        """FIX 4.2's ExecutionReport: ExecTransType, and no ExecType F (Trade) nor I (Order status)."""
+        trans = _TRANS_NEW
+        if exec_type == "F":  # a fill: Partial fill (1) or Fill (2), as its OrdStatus says
+            new_type = "2" if status == "2" else "1"
+        elif exec_type == "I":  # an order status report: ExecTransType Status, ExecType its state
+            new_type, trans = status, _TRANS_STATUS
+        else:
+            new_type = exec_type
+        out: list[str] = []
+        for part in parts:
+            if part.startswith("150="):
+                part = "150=" + new_type
+            out.append(part)
+            if part.startswith("17="):
+                out.append(trans)
+        return out
+
+
+def dialects(versions: Mapping[str, tuple[FixVersion, Dictionary]]) -> dict[str, Dialect]:
+    """A Dialect per BeginString, for the versions whose table rewrites anything (FIX 4.2: FIX 4.4's
+    bodies go out as built, and so do FIX 5.0 SP2's, which lists every field they hold)."""
+    return {begin: Dialect(v, d) for begin, (v, d) in versions.items() if v.rewrites}
