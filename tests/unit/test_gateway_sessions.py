@@ -96,7 +96,7 @@ def test_sessions_of_other_versions_get_their_own_dictionaries(tmp_path: Path) -
     specs = parse_sessions_text("[SESSION]\nTargetCompID=A42\nBeginString=FIX.4.2\n"
                                 "[SESSION]\nTargetCompID=A50\nBeginString=FIXT.1.1\nDefaultApplVerID=9\n")
     assert not specs[0].trd_match_id and specs[1].trd_match_id  # 880 is standard in 5.0 SP2
-    with pytest.raises(ConfigError, match="no dictionary for FIX.4.2"):
+    with pytest.raises(ConfigError, match=r"no dictionary for FIX\.4\.2"):
         settings_text(specs, port=1, host="", data_dictionary=tmp_path / "FIX44.xml")
     text = settings_text(specs, port=4242, host="", data_dictionary=tmp_path / "FIX44.xml", version_settings={
         "FIX.4.2": {"DataDictionary": "/d/42.xml"},
@@ -106,7 +106,8 @@ def test_sessions_of_other_versions_get_their_own_dictionaries(tmp_path: Path) -
     path.write_text(text)
     settings = fix.SessionSettings(str(path))
     fixt = settings.get(fix.SessionID("FIXT.1.1", "FIXLAB", "A50"))
-    assert fixt.getString("AppDataDictionary") == "/d/50.xml" and fixt.getString("DefaultApplVerID") == "FIX.5.0SP2"
+    assert fixt.getString("AppDataDictionary") == "/d/50.xml"
+    assert fixt.getString("DefaultApplVerID") == "FIX.5.0SP2"
     assert settings.get(fix.SessionID("FIX.4.2", "FIXLAB", "A42")).getString("DataDictionary") == "/d/42.xml"
 
 
