@@ -5,26 +5,26 @@ refusals, securities.py, marketdata.py). A session of FIX 4.2 or FIX 5.0 SP2 get
 its version's ``Dialect``, chosen once, when QuickFIX creates the session (``SessionRegistry``): a
 FIX 4.4 session has none and its bodies go out as built, with no test per message. What each
 version changes is the table of ``shared.fix.versions``; what its dictionary lists (the tags of each
-message, enum values) is read from that dictionary, the file the acceptor validates with, so a
-rewritten body holds only what a strict client of that version accepts.
+message, enum values) is read from the dictionary the acceptor validates that version with, so a
+rewritten body holds only what a strict client of that version accepts. A message type the version
+needs nothing changed in (every type but W and r in FIX 5.0 SP2) passes after one set lookup.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
-from shared.fix.dictionary import Dictionary
+from shared.fix.dictionary import WRITTEN, Dictionary
 from shared.fix.versions import FixVersion
 
 SOH = "\x01"
-# ExecutionReport (35=8) in FIX 4.2: ExecTransType (20), inserted after ExecID (17).
-_TRANS_NEW = "20=0"
+_TRANS_NEW = "20=0"  # ExecTransType (FIX 4.2), inserted after ExecID (17)
 _TRANS_STATUS = "20=3"
-_MATCH_TAGS = ("527=", "880=")
 
 
 class Dialect:
-    """Rewrite FIX 4.4 bodies for sessions of ``version``, whose dictionary is ``dictionary``."""
+    """Rewrite FIX 4.4 bodies for sessions of ``version``, whose (acceptor's) dictionary is ``dictionary``."""
 
     def __init__(self, version: FixVersion, dictionary: Dictionary) -> None:
         self.version = version
@@ -33,38 +33,42 @@ class Dialect:
         self.enums: Mapping[int, frozenset[str]] = {
             tag: frozenset(dictionary.fields[tag].enums) for tag in version.enum_fallback
             if tag in dictionary.fields and dictionary.fields[tag].enums}
+        # The message types this version changes something in; every other passes as it is.
+        self.active = frozenset(t for t, tags in WRITTEN.items() if t in self.listed and (
+            tags - self.listed[t] or t in version.required_added
+            or (t == "8" and (version.exec_trans_type or version.match_id_in_text))
+            or tags & frozenset(self.enums)))
 
     def __call__(self, body: str) -> str:
         """The body (from tag 35 on, SOH-terminated) as this version says it."""
+        msg_type = body[3:body.find(SOH)]
+        if msg_type not in self.active:
+            return body
         parts = body.split(SOH)
-        if parts and parts[-1] == "":
+        if parts[-1] == "":
             parts.pop()
-        msg_type = parts[0][3:] if parts and parts[0].startswith("35=") else ""
-        listed = self.listed.get(msg_type)
+        listed = self.listed[msg_type]
         version = self.version
-        match_id = ""
+        values: dict[int, str] = {}
         out: list[str] = []
-        exec_type = status = ""
         for part in parts:
             tag_text, _, value = part.partition("=")
             tag = int(tag_text) if tag_text.isdigit() else -1
-            if tag in (527, 880):
-                match_id = match_id or value
-            if listed is not None and tag != 35 and tag not in listed:
+            values.setdefault(tag, value)
+            if tag != 35 and tag not in listed:
                 continue  # not in this version's message: a strict client would Reject it
             fallback = version.enum_fallback.get(tag)
             if fallback is not None and value not in self.enums.get(tag, (value,)):
                 part = f"{tag}={fallback}"
-            if tag == 150:
-                exec_type = value
-            elif tag == 39:
-                status = value
             out.append(part)
         if msg_type == "8" and version.exec_trans_type:
-            out = self._exec_trans(out, exec_type, status)
-        if msg_type == "8" and version.match_id_in_text and match_id and not any(
-                p.startswith("58=") for p in out):
+            out = self._exec_trans(out, values.get(150, ""), values.get(39, ""))
+        match_id = values.get(527) or values.get(880)
+        if msg_type == "8" and version.match_id_in_text and match_id and 58 not in values:
             out.append(f"58=TrdMatchID={match_id}")
+        for tag, source in version.required_added.get(msg_type, {}).items():
+            if tag not in values:
+                out.append(f"{tag}={_value(source, values)}")
         return SOH.join(out) + SOH
 
     @staticmethod
@@ -87,7 +91,15 @@ class Dialect:
         return out
 
 
+def _value(source: str, values: Mapping[int, str]) -> str:
+    if source == "now":
+        return time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())
+    if source.startswith("tag:"):
+        return values.get(int(source[4:]), "") or "NONE"
+    raise ValueError(f"unknown value source {source!r}")
+
+
 def dialects(versions: Mapping[str, tuple[FixVersion, Dictionary]]) -> dict[str, Dialect]:
-    """A Dialect per BeginString, for the versions whose table rewrites anything (FIX 4.2: FIX 4.4's
-    bodies go out as built, and so do FIX 5.0 SP2's, which lists every field they hold)."""
+    """A Dialect per BeginString, for the versions whose table rewrites anything (FIX 4.4's bodies
+    go out as built)."""
     return {begin: Dialect(v, d) for begin, (v, d) in versions.items() if v.rewrites}

@@ -77,9 +77,6 @@ class VersionDictionaries:
 
     def __init__(self, version: FixVersion, directory: Path, fix44: Dictionary, trim: bool) -> None:
         self.version = version
-        # Tags and enums of each message, for the dialect of a version that has one; read only then
-        # (FIX 5.0 SP2's whole dictionary, parsed, holds ~34 MiB of Python objects).
-        self.stock = load(str(version.app_dictionary())) if version.rewrites else None
         self.types = message_types(version.app_dictionary())  # what it defines (BusinessMessageReject)
         types = acceptor_types(fix44) & self.types
         written: dict[str, frozenset[int]] = {t: tags for t, tags in WRITTEN.items() if t in types}
@@ -88,6 +85,9 @@ class VersionDictionaries:
         stem = f"FIXLAB-{version.name}"
         self.app = (write_acceptor_dictionary(directory / f"{stem}-acceptor.xml", version.app_dictionary(),
                                               types, written) if trim else version.app_dictionary())
+        # Tags and enums of each message, for the version's dialect: from the acceptor's (small) copy
+        # (FIX 5.0 SP2's whole dictionary, parsed, holds ~34 MiB of Python objects).
+        self.parsed = load(str(self.app)) if version.rewrites else None
         self.settings: dict[str, str]
         if version.fixt:
             session_types = message_types(version.transport_dictionary())
@@ -150,8 +150,8 @@ class Gateway:
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.inbound = Inbound(common.instruments, settings.gateway_id, prefix)  # the acceptor's "busy"
         self.outbound = Outbound(common.instruments, trd_match_sessions(specs))
-        self.registry = SessionRegistry(dialects({b: (v.version, v.stock) for b, v in self.versions.items()
-                                                   if v.stock is not None}))
+        self.registry = SessionRegistry(dialects({b: (v.version, v.parsed) for b, v in self.versions.items()
+                                                   if v.parsed is not None}))
         self.counters = Counters()
         # Received orders go to a publisher process over a pipe (handoff.py says why); the orders it
         # refuses are answered on the events stream. Bounded: records not yet on the bus.

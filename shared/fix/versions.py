@@ -20,7 +20,9 @@ What differs, and where it is written here:
   exchange ignores it, as it ignores it in 4.4.
 - FIX 5.0 SP2 over FIXT.1.1 (``FIXT.1.1``, FIXT11.xml for the session level, FIX50SP2.xml for the
   application, DefaultApplVerID 9): TrdMatchID (880) is a standard field of ExecutionReport, so
-  every fill carries it besides SecondaryExecID (527). Nothing else the exchange writes differs.
+  every fill carries it besides SecondaryExecID (527). It requires two fields FIX 4.4 does not:
+  LastUpdateTime (779) in a MarketDataSnapshotFullRefresh (W), the time it is sent, and
+  MassActionReportID (1369) in an OrderMassCancelReport (r), its OrderID (37).
   The messages a client sends keep, in the acceptor's dictionary, what 5.0 SP2 requires in them and
   the fields FIX 4.4 lists there outside repeating groups: a client that sends another field, or
   an optional group (Parties, say), gets a session Reject naming it. The whole of 5.0 SP2's messages,
@@ -60,11 +62,15 @@ class FixVersion:
     enum_fallback: Mapping[int, str] = field(default_factory=dict)
     # The messages a client sends keep only the tags FIX 4.4 lists in them (see the module's doc).
     received_as_fix44: bool = False
+    # Fields this version requires where FIX 4.4 has none, per MsgType: tag -> where its value comes
+    # from: another tag of the message ("tag:37"), or the time of sending ("now").
+    required_added: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
 
     @property
     def rewrites(self) -> bool:
         """Whether FIX 4.4's bodies must be rewritten for this version (services/gateway/dialects.py)."""
-        return self.exec_trans_type or self.match_id_in_text or bool(self.enum_fallback)
+        return (self.exec_trans_type or self.match_id_in_text or bool(self.enum_fallback)
+                or bool(self.required_added))
 
     @property
     def fixt(self) -> bool:
@@ -87,7 +93,10 @@ VERSIONS: dict[str, FixVersion] = {
         enum_fallback={103: "0", 102: "2"}),
     "4.4": FixVersion("4.4", FIX44, "FIX44.xml"),
     "5.0SP2": FixVersion("5.0SP2", FIXT11, "FIX50SP2.xml", "FIXT11.xml", APPL_VER_ID_50SP2,
-                         trd_match_id=True, received_as_fix44=True),
+                         trd_match_id=True, received_as_fix44=True,
+                         # MarketDataSnapshotFullRefresh requires LastUpdateTime (779); an
+                         # OrderMassCancelReport, MassActionReportID (1369): its OrderID (37).
+                         required_added={"W": {779: "now"}, "r": {1369: "tag:37"}}),
 }
 BY_BEGIN_STRING: dict[str, FixVersion] = {v.begin_string: v for v in VERSIONS.values()}
 DEFAULT = VERSIONS["4.4"]
