@@ -129,6 +129,7 @@ class GatewayApp(fix.Application):
                  direct: DirectIntake | None = None,
                  fix44_types: Container[str] = frozenset(),
                  version_types: Mapping[str, Container[str]] | None = None,
+                 appl_ver_ids: Mapping[str, str] | None = None,
                  market_data: MarketFeed | None = None,
                  send_groups: Callable[[str, str], bool] | None = None) -> None:
         super().__init__()
@@ -141,6 +142,8 @@ class GatewayApp(fix.Application):
         self.fix44_types = fix44_types
         # The same for the sessions of other versions, by BeginString: the types that version defines.
         self.version_types = version_types or {}
+        # FIXT.1.1: the DefaultApplVerID (1137) a Logon must carry, by BeginString.
+        self.appl_ver_ids = appl_ver_ids or {}
         self.direct = direct  # the light-load shortcut past the publisher (None: always the pipe)
         # The sessions whose resting orders end with them (None: every session).
         self.cancel_on_disconnect = cancel_on_disconnect
@@ -210,6 +213,8 @@ class GatewayApp(fix.Application):
         return self.version_types.get(sid.getBeginString().getValue(), self.fix44_types)
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
+        if self.appl_ver_ids:
+            self._check_appl_ver_id(message, sid)  # raises RejectLogon: the engine's Logout says why
         if self.silence is None:
             return
         try:
@@ -221,6 +226,24 @@ class GatewayApp(fix.Application):
                 self.silence.heard(comp)
         except Exception:
             self._failed("fromAdmin")
+
+    def _check_appl_ver_id(self, message: fix.Message, sid: fix.SessionID) -> None:
+        """Refuse a FIXT.1.1 Logon with another DefaultApplVerID than the one this exchange speaks
+        (QuickFIX takes any; a Logon without one never gets here: the engine closes the connection,
+        "Required field missing from logon" in its event log)."""
+        try:
+            if message.getHeader().getField(35) != "A":
+                return
+            wanted = self.appl_ver_ids.get(sid.getBeginString().getValue())
+            if wanted is None:
+                return
+            got = message.getField(1137) if message.isSetField(1137) else ""
+        except Exception:
+            self._failed("fromAdmin")
+            return
+        if got != wanted:
+            raise fix.RejectLogon(f"DefaultApplVerID 1137={got}: this exchange speaks FIX.5.0SP2 "
+                                  f"over FIXT.1.1, 1137={wanted}")
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:
         return None

@@ -38,6 +38,7 @@ from shared.clock import now_ns
 from shared.config import ConfigError
 from shared.fix.dictionary import (
     EXCHANGE_MESSAGES,
+    READ_GROUPS,
     RECEIVED_MESSAGES,
     WRITTEN,
     Dictionary,
@@ -46,6 +47,7 @@ from shared.fix.dictionary import (
     message_types,
     write_acceptor_dictionary,
     write_exchange_dictionary,
+    write_fixt_transport_dictionary,
 )
 from shared.fix.versions import APPL_VER_ID_NAME_50SP2, VERSIONS, FixVersion
 from shared.health import HealthReporter
@@ -81,7 +83,8 @@ class VersionDictionaries:
         types = acceptor_types(fix44) & self.types
         written: dict[str, frozenset[int]] = {t: tags for t, tags in WRITTEN.items() if t in types}
         if version.received_as_fix44:
-            written.update({t: fix44.top_level(t) for t in RECEIVED_MESSAGES if t in types})
+            written.update({t: fix44.top_level(t) | READ_GROUPS.get(t, frozenset())
+                            for t in RECEIVED_MESSAGES if t in types})
         stem = f"FIXLAB-{version.name}"
         self.app = (write_acceptor_dictionary(directory / f"{stem}-acceptor.xml", version.app_dictionary(),
                                               types, written) if trim else version.app_dictionary())
@@ -91,9 +94,10 @@ class VersionDictionaries:
         self.settings: dict[str, str]
         if version.fixt:
             session_types = message_types(version.transport_dictionary())
-            self.transport = (write_acceptor_dictionary(directory / f"{stem}-transport.xml",
-                                                        version.transport_dictionary(), session_types)
-                              if trim else version.transport_dictionary())
+            # ApplVerID limited to 9: a message naming another version gets the engine's own Reject.
+            self.transport = write_fixt_transport_dictionary(
+                directory / f"{stem}-transport.xml", version.transport_dictionary(), session_types,
+                version.default_appl_ver_id or "")
             self.settings = {"TransportDataDictionary": str(self.transport),
                              "AppDataDictionary": str(self.app), "DefaultApplVerID": APPL_VER_ID_NAME_50SP2}
         else:
@@ -187,6 +191,8 @@ class Gateway:
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
                               direct=self.direct, fix44_types=frozenset(exchange.messages),
                               version_types={begin: v.types for begin, v in self.versions.items()},
+                              appl_ver_ids={begin: v.version.default_appl_ver_id or ""
+                                            for begin, v in self.versions.items() if v.version.fixt},
                               market_data=self.market,
                               # Its own dictionary copy: the market-data thread parses with the other.
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,

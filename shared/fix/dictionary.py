@@ -60,6 +60,10 @@ WRITTEN: dict[str, frozenset[int]] = {
     "X": frozenset({262, 268, 279, 269, 278, 280, 55, 270, 271, 272, 273, 346, 290, 58}),
     "Y": frozenset({262, 281, 58}),
 }
+# The repeating groups the exchange reads in what it receives, with the fields it reads in them
+# (services/gateway/marketdata.py: MDEntryType in NoMDEntryTypes, Symbol in NoRelatedSym): kept where a
+# version's received messages are slimmed (shared.fix.versions, FIX 5.0 SP2).
+READ_GROUPS: dict[str, frozenset[int]] = {"V": frozenset({267, 269, 146, 55})}
 TRD_MATCH_ID = 880
 MULTI_VALUE_TYPES = frozenset({"MULTIPLEVALUESTRING", "MULTIPLECHARVALUE", "MULTIPLESTRINGVALUE"})
 
@@ -185,6 +189,25 @@ def acceptor_dictionary(xml: str, msg_types: Iterable[str],
     return ET.tostring(root, encoding="unicode") + "\n"
 
 
+def fixt_transport_dictionary(xml: str, appl_ver_id: str) -> str:
+    """Return ``xml`` (a QuickFIX FIXT11.xml) for an acceptor that speaks only ``appl_ver_id``.
+
+    ApplVerID (1128) keeps that one value: a message that names another version in its header gets
+    the engine's session Reject (373=5, value incorrect for this tag). (A Logon's DefaultApplVerID
+    is the acceptor's to check: services/gateway/acceptor.py refuses another value with a Logout.)
+    """
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as exc:
+        raise DictionaryError(f"not a QuickFIX data dictionary: {exc}") from None
+    for definition in root.iter("field"):
+        if definition.get("number") == "1128":
+            for value in list(definition):
+                if value.get("enum") != appl_ver_id:
+                    definition.remove(value)
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
 def _slim(node: ET.Element, required: bool, tags: frozenset[int], components: Mapping[str, ET.Element],
           numbers: Mapping[str, int]) -> list[ET.Element]:
     """The fields and groups of ``node`` that are in ``tags`` or required, components expanded."""
@@ -238,6 +261,17 @@ def write_acceptor_dictionary(dest: Path, exchange: Path, msg_types: Iterable[st
     except OSError as exc:
         raise DictionaryError(f"cannot read the exchange's dictionary {exchange}: {exc.strerror}") from None
     return _write_if_changed(dest, text)
+
+
+def write_fixt_transport_dictionary(dest: Path, source: Path, msg_types: Iterable[str],
+                                    appl_ver_id: str) -> Path:
+    """Trim the FIXT11.xml ``source`` to ``msg_types`` for an acceptor that speaks ``appl_ver_id``
+    only (``fixt_transport_dictionary``) into ``dest``."""
+    try:
+        text = acceptor_dictionary(source.read_text(encoding="utf-8"), msg_types)
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIXT dictionary {source}: {exc.strerror}") from None
+    return _write_if_changed(dest, fixt_transport_dictionary(text, appl_ver_id))
 
 
 def _write_if_changed(dest: Path, text: str) -> Path:
