@@ -89,6 +89,9 @@ class SessionRegistry:
             else:
                 self._logged_on.discard(comp)
 
+    def is_logged_on(self, comp: str) -> bool:
+        return comp in self._logged_on  # a set's membership test: atomic under the GIL
+
     def logged_on(self) -> list[str]:
         with self._lock:
             return sorted(self._logged_on)

@@ -33,6 +33,7 @@ from services.gateway.sessions import (
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.slots import ClusterIntake
 from services.gateway.stalled import StallWatch
+from services.gateway.untold import Untold
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
@@ -198,11 +199,17 @@ class Gateway:
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,
                                                       group_dictionaries, self.registry.profile))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
+        # The sweep's Cancelled reports, for sessions that keep their identity across Logons (their
+        # sequence numbers), told at their next Logon (untold.py).
+        told = frozenset(s.target for s in specs if s.options.get("ResetOnLogon", "N") == "N"
+                         and s.cancel_on_disconnect)
+        self.untold = Untold(connect(common.redis_url), settings.gateway_id, told, self.registry.send)
+        self.app.on_logon = self.untold.logged_on
         self.reports = ReportSender(connect(common.redis_url),
                                     None if self.cluster else RespConnection(common.redis_url),
                                     settings.gateway_id, common.shards, self.outbound,
                                     self.registry, self.counters, wait_replicas=common.wait_replicas,
-                                    lean=self.cluster and common.cluster_lean)
+                                    lean=self.cluster and common.cluster_lean, untold=self.untold)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
         self.labs: LabManager | None = None
@@ -235,6 +242,8 @@ class Gateway:
             "callback_errors": c.callback_errors + p.errors + p.bad_reports,
             "silent_logouts": self.silence.logouts if self.silence is not None else 0,
             "stalled_readers_cut": self.stall.cut if self.stall is not None else 0,
+            "untold_kept": self.untold.kept,
+            "untold_told": self.untold.told,
             "labs": "on" if self.labs is not None else "off",
             **self.market.stats(),
         }
@@ -243,6 +252,7 @@ class Gateway:
         self.handoff.start()
         self.end_sessions_left_open()
         self.end_of_day.start()  # the latest day that ended, if no one said so yet
+        self.untold.start()
         self.reports.start()
         self.market.start()
         if self.silence is not None:
@@ -302,6 +312,7 @@ class Gateway:
         self.market.stop()
         self.handoff.stop()
         self.reports.stop()
+        self.untold.stop()
         self.health.stop()
         log.info("gateway stopped: %d commands published, %d reports sent",
                  self.handoff.stats.published, self.counters.reports_out)
