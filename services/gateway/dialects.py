@@ -21,6 +21,7 @@ from shared.fix.versions import FixVersion
 SOH = "\x01"
 _TRANS_NEW = "20=0"  # ExecTransType (FIX 4.2), inserted after ExecID (17)
 _TRANS_STATUS = "20=3"
+_EXEC_TYPE = SOH + "150="
 
 
 class Dialect:
@@ -28,11 +29,15 @@ class Dialect:
 
     def __init__(self, version: FixVersion, dictionary: Dictionary) -> None:
         self.version = version
+        self.dictionary = dictionary
         # Per MsgType, the tags this version lists in the message (groups and components included).
         self.listed: dict[str, frozenset[int]] = dict(dictionary.bodies)
         self.enums: Mapping[int, frozenset[str]] = {
             tag: frozenset(dictionary.fields[tag].enums) for tag in version.enum_fallback
             if tag in dictionary.fields and dictionary.fields[tag].enums}
+        # ExecutionReport tags whose presence needs the whole rewrite (unlisted, or enum fallbacks).
+        unlisted = WRITTEN["8"] - self.listed.get("8", frozenset())
+        self._markers = tuple(f"{SOH}{tag}=" for tag in sorted(unlisted | set(version.enum_fallback)))
         # The message types this version changes something in; every other passes as it is.
         self.active = frozenset(t for t, tags in WRITTEN.items() if t in self.listed and (
             tags - self.listed[t] or t in version.required_added
@@ -44,6 +49,13 @@ class Dialect:
         msg_type = body[3:body.find(SOH)]
         if msg_type not in self.active:
             return body
+        if msg_type == "8" and self.version.exec_trans_type:
+            # The common reports (New, Canceled, Replaced) need ExecTransType only: ~1 us, where the
+            # whole rewrite below takes ~10 (FIX 4.2's sessions at full speed).
+            at = body.find(_EXEC_TYPE)
+            if (at > 0 and body[at + 5] in "045" and body[at + 6] == SOH
+                    and not any(marker in body for marker in self._markers)):
+                return body[:at] + SOH + _TRANS_NEW + body[at:]
         parts = body.split(SOH)
         if parts[-1] == "":
             parts.pop()
