@@ -43,7 +43,7 @@ BENCH_POOLS = {"4.4": "bench", "4.2": "bench42", "5.0SP2": "bench50"}
 
 def bench_pool(gateways: int, fix_version: str = "4.4") -> tuple[str, ...]:
     """The BENCH CompIDs (of ``fix_version``'s pool) in the order a run takes them: dealt over the
-    gateways' ranges in turn (BENCH001, BENCH129, BENCH002 ... for two), so any number of sessions
+    gateways' ranges in turn (BENCH001, BENCH113, BENCH002 ... for two), so any number of sessions
     spreads evenly over the gateways; with one gateway, the pool as it is."""
     pool = BENCH_POOLS[fix_version]
     ranges = [getattr(gateway_comp_ids(k, gateways), pool) for k in range(1, gateways + 1)]

@@ -23,9 +23,9 @@ ENV = {"REDIS_URL": "redis://127.0.0.1:1/0"}
 
 def test_pools_cover_every_compid_with_their_reset_policy() -> None:
     specs = {s.target: s for s in pool_sessions()}
-    assert len(specs) == 16 + 256 + 8 + 64 + 4 * 8
+    assert len(specs) == 16 + 224 + 8 + 64 + 4 * 8  # 344, as before issue 25
     assert specs["CLIENT01"].options["ResetOnLogon"] == "N"
-    for comp in ("BENCH256", "BOT08", "LAB064", "BENCH42-008", "BENCH50-008"):
+    for comp in ("BENCH224", "BOT08", "LAB064", "BENCH42-008", "BENCH50-008"):
         assert specs[comp].options["ResetOnLogon"] == "Y" and specs[comp].sender == "FIXLAB"
     # FIX 4.2 and FIXT.1.1 / 5.0 SP2 beside FIX 4.4 (issue 25): clients keep their sequence numbers.
     assert {specs[c].begin for c in ("CLIENT42-01", "BENCH42-001")} == {"FIX.4.2"}

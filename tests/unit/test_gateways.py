@@ -52,8 +52,8 @@ def test_one_gateway_accepts_every_pool_whole_as_before() -> None:
 
 def test_two_gateways_split_each_pool_in_halves() -> None:
     one, two = gateway_comp_ids(1, 2), gateway_comp_ids(2, 2)
-    assert one.summary() == "CLIENT01-08, BENCH001-128, BOT01-04, LAB001-032"
-    assert two.summary() == "CLIENT09-16, BENCH129-256, BOT05-08, LAB033-064"
+    assert one.summary() == "CLIENT01-08, BENCH001-112, BOT01-04, LAB001-032"
+    assert two.summary() == "CLIENT09-16, BENCH113-224, BOT05-08, LAB033-064"
     assert gateway_of("CLIENT09", 2) == 2 and gateway_of("LAB032", 2) == 1
     assert gateway_of("ACME", 2) is None  # a user's own session: in no pool
     # The bots are dealt to the gateways in turn, so each carries quotes.
