@@ -67,6 +67,14 @@ def test_a_42_and_a_50sp2_client_trade_each_in_its_own_dialect(stack: Stack, tmp
         assert (status[150], status[39], status[14]) == ("1", "1", "4")
         s42.send("F", [(41, "x42-1"), (11, "x42-2"), (55, "ACORN.LAB"), (54, 1), (60, new[60])])
         c42.wait("8", lambda m: m.get(11) == "x42-2" and m.get(150) == "4")
+        # IOC (59=3) and FOK (59=4) that cannot trade: cancelled at once, each in its own dialect.
+        def tif(body: list[tuple[int, object]], value: int) -> list[tuple[int, object]]:
+            return [(59, value) if tag == 59 else (tag, v) for tag, v in body]
+
+        s42.send("D", tif(nos("x42-3", 1, 1, "90.00", handl_inst=True), 3))
+        s50.send("D", tif(nos("x50-2", 2, 500, "110.00"), 4))
+        assert c42.wait("8", lambda m: m.get(11) == "x42-3" and m.get(150) == "4")[20] == "0"
+        assert c50.wait("8", lambda m: m.get(11) == "x50-2" and m.get(150) == "4")[39] == "4"
     for client in (c42, c50):
         assert client.errors == []
         assert client.session_rejects() == [], "a stock client rejected what the exchange sent"
