@@ -51,6 +51,8 @@ test-fast: install
 
 bench: install
 	@$(BIN)/python -m services.bench.suite
+	@# 4x8 for each FIX version (4.4, 4.2, 5.0 SP2) on one lean exchange, alternated, side by side.
+	@$(BIN)/python -m services.bench.versions
 	@# A lone order's round trip hop by hop (shared/hoptrace.py), beside the engine alone and the relay.
 	@$(BIN)/python -m benchmarks.hops --out benchmarks/results/hops.json
 	@# The exchange's own steps for one order, warm and with the CPU caches flushed between orders.

@@ -4,8 +4,9 @@
 
 QuickFIX copies the acceptor's data dictionary into each session. This starts a redis-server, the
 matcher and ``python -m services.gateway`` the way the tests do, once with the whole exchange
-dictionary (FIXLAB_TRIM_DICTIONARY=0, as before issue 12) and once trimmed to the messages the
-exchange speaks (the default; since issue 14 those it only sends keep only the fields it writes),
+dictionary (FIXLAB_TRIM_DICTIONARY=0, as before issue 12; since issue 25 also the whole FIX42.xml and
+FIX50SP2.xml of the FIX 4.2 and FIXT.1.1 sessions) and once trimmed to the messages the exchange
+speaks (the default; since issue 14 those it only sends keep only the fields it writes),
 one after the other in the same run. For each it reads VmRSS and
 VmHWM from /proc/<pid>/status once the acceptor listens, then again after a few sessions logged on
 and traded. The target (issue 12): at most 200 MiB resident, trimmed, with all sessions configured.
@@ -30,7 +31,9 @@ from shared.redis_server import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MIB = 200
-TRADERS = ("CLIENT01", "CLIENT02", "CLIENT03", "CLIENT04")
+# One trader per version beside two of FIX 4.4 (issue 25: every version's sessions configured).
+TRADERS = (("CLIENT01", "FIX.4.4"), ("CLIENT02", "FIX.4.4"), ("CLIENT42-01", "FIX.4.2"),
+           ("CLIENT50-01", "FIXT.1.1"))
 ORDERS_EACH = 200
 SOH = b"\x01"
 
@@ -45,9 +48,9 @@ def status_mib(pid: int) -> dict[str, float]:
     return out
 
 
-def frame(fields: list[tuple[int, object]]) -> bytes:
+def frame(fields: list[tuple[int, object]], begin: str = "FIX.4.4") -> bytes:
     body = b"".join(f"{t}={v}".encode() + SOH for t, v in fields)
-    head = b"8=FIX.4.4" + SOH + f"9={len(body)}".encode() + SOH
+    head = f"8={begin}".encode() + SOH + f"9={len(body)}".encode() + SOH
     return head + body + f"10={sum(head + body) % 256:03d}".encode() + SOH
 
 
@@ -58,19 +61,20 @@ def now() -> str:
 class Trader:
     """One session on a plain socket: log on, send orders, count the ExecutionReports back."""
 
-    def __init__(self, port: int, comp_id: str) -> None:
+    def __init__(self, port: int, comp_id: str, begin: str = "FIX.4.4") -> None:
         self.comp_id = comp_id
+        self.begin = begin
         self.seq = 0
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.buf = b""
-        self.send("A", [(98, 0), (108, 30), (141, "Y")])
+        self.send("A", [(98, 0), (108, 30), (141, "Y"), *([(1137, 9)] if begin == "FIXT.1.1" else [])])
         if b"35=A" not in self.read_until(b"\x0135=A\x01"):
             raise RuntimeError(f"{comp_id}: logon refused")
 
     def send(self, msg_type: str, body: list[tuple[int, object]]) -> None:
         self.seq += 1
         self.sock.sendall(frame([(35, msg_type), (49, self.comp_id), (56, "FIXLAB"), (34, self.seq),
-                                 (52, now()), *body]))
+                                 (52, now()), *body], self.begin))
 
     def read_until(self, marker: bytes, count: int = 1) -> bytes:
         deadline = time.monotonic() + 30
@@ -86,7 +90,8 @@ class Trader:
     def trade(self, orders: int) -> None:
         for i in range(orders):
             side, px = (1, "101.00") if i % 2 == 0 else (2, "99.00")
-            self.send("D", [(11, f"{self.comp_id}-{i}"), (55, "ACORN.LAB"), (54, side), (60, now()),
+            # HandlInst (21): FIX 4.2 requires it; 4.4 and 5.0 SP2 take it.
+            self.send("D", [(11, f"{self.comp_id}-{i}"), (21, 1), (55, "ACORN.LAB"), (54, side), (60, now()),
                             (38, 10), (40, 2), (44, px), (59, 0)])
         self.read_until(b"\x0135=8\x01", orders)
 
@@ -138,14 +143,14 @@ def measure(trim: bool, base: Path) -> dict[str, Any]:
         ready_s = time.monotonic() - started
         time.sleep(2.0)  # let start-up settle (the sweep, the first health report)
         idle = status_mib(gw.pid)
-        traders = [Trader(port, comp) for comp in TRADERS]
+        traders = [Trader(port, comp, begin) for comp, begin in TRADERS]
         for t in traders:
             t.trade(ORDERS_EACH)
         trading = status_mib(gw.pid)
         for t in traders:
             t.close()
         sessions = re.search(r"\((\d+) sessions", log.read_text())
-        return {"dictionary": "trimmed (default)" if trim else "whole FIXLAB-FIX44.xml (before)",
+        return {"dictionary": "trimmed (default)" if trim else "whole dictionaries (before)",
                 "sessions_configured": int(sessions.group(1)) if sessions else None,
                 "seconds_to_listen": round(ready_s, 2),
                 "listening": idle,

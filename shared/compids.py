@@ -18,9 +18,20 @@ EXCHANGE_COMP_ID = "FIXLAB"
 BEGIN_STRING = "FIX.4.4"
 
 CLIENT_COMP_IDS = tuple(f"CLIENT{n:02d}" for n in range(1, 17))  # people's own FIX clients
-BENCH_COMP_IDS = tuple(f"BENCH{n:03d}" for n in range(1, 257))  # the bench
+# The bench: 224 FIX 4.4 sessions (256 before issue 25: the last 32 gave their memory to the FIX 4.2 and
+# FIXT.1.1 pools below, which keeps the gateway within 200 MiB with every session configured).
+BENCH_COMP_IDS = tuple(f"BENCH{n:03d}" for n in range(1, 225))
 BOT_COMP_IDS = tuple(f"BOT{n:02d}" for n in range(1, 9))  # liquidity bots of the lab page
 LAB_COMP_IDS = tuple(f"LAB{n:03d}" for n in range(1, 65))  # visitors' lab sessions, handed out in turn
+# The other versions' sessions (shared.fix.versions; the pools above are FIX.4.4's): a client's own
+# and the bench's, 8 each (every pool splits over up to MAX_GATEWAYS gateways).
+CLIENT42_COMP_IDS = tuple(f"CLIENT42-{n:02d}" for n in range(1, 9))  # BeginString FIX.4.2
+CLIENT50_COMP_IDS = tuple(f"CLIENT50-{n:02d}" for n in range(1, 9))  # FIXT.1.1, DefaultApplVerID 9
+BENCH42_COMP_IDS = tuple(f"BENCH42-{n:03d}" for n in range(1, 9))
+BENCH50_COMP_IDS = tuple(f"BENCH50-{n:03d}" for n in range(1, 9))
+# BeginString of each pool that is not FIX.4.4's.
+POOL_BEGIN_STRINGS = {"clients42": "FIX.4.2", "bench42": "FIX.4.2", "clients50": "FIXT.1.1",
+                      "bench50": "FIXT.1.1"}
 
 # Every gateway needs at least one CompID of the smallest pool (the bots').
 MAX_GATEWAYS = len(BOT_COMP_IDS)
@@ -43,17 +54,37 @@ class GatewayCompIds:
     bench: tuple[str, ...]
     bots: tuple[str, ...]
     labs: tuple[str, ...]
+    clients42: tuple[str, ...] = ()
+    clients50: tuple[str, ...] = ()
+    bench42: tuple[str, ...] = ()
+    bench50: tuple[str, ...] = ()
+
+    def pools(self) -> tuple[tuple[str, ...], ...]:
+        return (self.clients, self.bench, self.bots, self.labs, self.clients42, self.clients50,
+                self.bench42, self.bench50)
 
     def __contains__(self, comp_id: object) -> bool:
-        return any(comp_id in pool for pool in (self.clients, self.bench, self.bots, self.labs))
+        return any(comp_id in pool for pool in self.pools())
+
+    def begin_string(self, comp_id: str) -> str:
+        """The BeginString of a pooled CompID's session."""
+        for name, begin in POOL_BEGIN_STRINGS.items():
+            if comp_id in getattr(self, name):
+                return begin
+        return BEGIN_STRING
 
     def summary(self) -> str:
-        """``CLIENT01-08, BENCH001-128, BOT01-04, LAB001-032``."""
+        """``CLIENT01-08, BENCH001-112, BOT01-04, LAB001-032`` (the FIX 4.4 pools)."""
         def span(pool: tuple[str, ...]) -> str:
             first, last = pool[0], pool[-1]
             digits = len(last) - len(last.rstrip("0123456789"))
             return first if first == last else f"{first}-{last[-digits:]}"
         return ", ".join(span(p) for p in (self.clients, self.bench, self.bots, self.labs))
+
+    def versions_summary(self) -> str:
+        """``CLIENT42-01-04, CLIENT50-01-04, BENCH42-001-004, BENCH50-001-004``: FIX 4.2 and FIXT."""
+        return ", ".join(f"{p[0]}..{p[-1]}" if len(p) > 1 else p[0]
+                         for p in (self.clients42, self.clients50, self.bench42, self.bench50) if p)
 
 
 def gateway_comp_ids(index: int = 1, count: int = 1) -> GatewayCompIds:
@@ -61,7 +92,9 @@ def gateway_comp_ids(index: int = 1, count: int = 1) -> GatewayCompIds:
     if not 1 <= count <= MAX_GATEWAYS:
         raise ValueError(f"{count} gateways: 1 to {MAX_GATEWAYS}")
     return GatewayCompIds(part(CLIENT_COMP_IDS, index, count), part(BENCH_COMP_IDS, index, count),
-                          part(BOT_COMP_IDS, index, count), part(LAB_COMP_IDS, index, count))
+                          part(BOT_COMP_IDS, index, count), part(LAB_COMP_IDS, index, count),
+                          part(CLIENT42_COMP_IDS, index, count), part(CLIENT50_COMP_IDS, index, count),
+                          part(BENCH42_COMP_IDS, index, count), part(BENCH50_COMP_IDS, index, count))
 
 
 def gateway_of(comp_id: str, count: int) -> int | None:

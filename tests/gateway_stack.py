@@ -154,9 +154,13 @@ class FixClient:
     """A minimal FIX 4.4 initiator on a socket: enough to log on, send orders and read replies."""
 
     def __init__(self, port: int, comp_id: str, *, target: str = "FIXLAB", heartbeat_s: int = 30,
-                 reset: bool = True, logon: bool = True, host: str = "127.0.0.1") -> None:
+                 reset: bool = True, logon: bool = True, host: str = "127.0.0.1", begin: str = "FIX.4.4",
+                 logon_extra: list[tuple[int, object]] | None = None) -> None:
+        """``begin``: the session's BeginString; ``logon_extra``: more Logon fields (a FIXT.1.1
+        session's DefaultApplVerID, 1137=9, say)."""
         self.comp_id = comp_id
         self.target = target
+        self.begin = begin
         self.seq = 1
         self.sock = socket.create_connection((host, port), timeout=10)
         self.buf = b""
@@ -165,7 +169,7 @@ class FixClient:
             extra: list[tuple[int, object]] = [(98, 0), (108, heartbeat_s)]
             if reset:
                 extra.append((141, "Y"))
-            self.send("A", extra)
+            self.send("A", extra + list(logon_extra or []))
             self.expect("A")
 
     def __enter__(self) -> FixClient:
@@ -179,11 +183,11 @@ class FixClient:
             self.sock.close()
 
     def message(self, msg_type: str, fields: Mapping[int, object] | list[tuple[int, object]],
-                seq: int | None = None) -> bytes:
+                seq: int | None = None, begin: str | None = None) -> bytes:
         items = list(fields.items()) if isinstance(fields, Mapping) else list(fields)
         header: list[tuple[int, object]] = [(35, msg_type), (49, self.comp_id), (56, self.target),
                                             (34, self.seq if seq is None else seq), (52, fix_now())]
-        return frame(header + items)
+        return frame(header + items, begin or self.begin)
 
     def send(self, msg_type: str, fields: Mapping[int, object] | list[tuple[int, object]]) -> None:
         self.sock.sendall(self.message(msg_type, fields))

@@ -1,6 +1,7 @@
 """A newcomer's FIX client for tests: QuickFIX with the stock FIX44.xml the quickfix package installs
-and every validation switch on, recording what its engine received and every admin message it sent
-(a session Reject among them is what the exchange must never provoke).
+(or, with ``fix_version``, FIX42.xml, or FIXT11.xml + FIX50SP2.xml) and every validation switch on,
+recording what its engine received and every admin message it sent (a session Reject among them is
+what the exchange must never provoke).
 
     with stock_sessions(tmp_path, stack.fix_port, ["CLIENT09", "CLIENT10"]) as (a, b):
         a.send("D", nos("o1", 1, 10, "99.50"))
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import quickfix as fix
 
-from shared.fix.dictionary import installed_dictionary
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, version
 from tests.helpers import eventually
 
 SOH = "\x01"
@@ -81,28 +82,36 @@ class StockClient(fix.Application):
             return [m for m in self.sent_admin if m.get(35) == "3"]
 
 
-def stock_settings(path: Path, port: int, comps: list[str], heartbeat_s: int = 1) -> fix.SessionSettings:
-    """QuickFIX's defaults, plus every validation switch on, with the installed FIX44.xml."""
-    sessions = "".join(f"\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID={c}\nTargetCompID=FIXLAB\n"
+def stock_settings(path: Path, port: int, comps: list[str], heartbeat_s: int = 1,
+                   fix_version: str = "4.4") -> fix.SessionSettings:
+    """QuickFIX's defaults, plus every validation switch on, with the installed dictionary of
+    ``fix_version`` (FIX44.xml; FIX42.xml; FIXT11.xml and FIX50SP2.xml, DefaultApplVerID 9)."""
+    v = version(fix_version)
+    sessions = "".join(f"\n[SESSION]\nBeginString={v.begin_string}\nSenderCompID={c}\nTargetCompID=FIXLAB\n"
                        for c in comps)
+    dictionaries = f"DataDictionary={v.app_dictionary()}\n"
+    if v.fixt:
+        dictionaries = (f"TransportDataDictionary={v.transport_dictionary()}\nAppDataDictionary="
+                        f"{v.app_dictionary()}\nDefaultApplVerID={APPL_VER_ID_NAME_50SP2}\n")
     path.write_text(
         f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt={heartbeat_s}\nReconnectInterval=60\n"
         f"SocketConnectHost=127.0.0.1\nSocketConnectPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n"
-        f"ResetOnLogon=Y\nUseDataDictionary=Y\nDataDictionary={installed_dictionary()}\n"
+        f"ResetOnLogon=Y\nUseDataDictionary=Y\n{dictionaries}"
         "ValidateUserDefinedFields=Y\nValidateFieldsOutOfOrder=Y\nValidateFieldsHaveValues=Y\n"
         "AllowUnknownMsgFields=N\nCheckLatency=N\n" + sessions)
     return fix.SessionSettings(str(path))
 
 
-def raw(comp: str, body: list[tuple[int, object]], msg_type: str) -> fix.Message:
+def raw(comp: str, body: list[tuple[int, object]], msg_type: str, begin: str = "FIX.4.4") -> fix.Message:
     now = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())
-    text = f"8=FIX.4.4{SOH}9=0{SOH}35={msg_type}{SOH}49={comp}{SOH}56=FIXLAB{SOH}52={now}{SOH}"
+    text = f"8={begin}{SOH}9=0{SOH}35={msg_type}{SOH}49={comp}{SOH}56=FIXLAB{SOH}52={now}{SOH}"
     text += "".join(f"{t}={v}{SOH}" for t, v in body) + f"10=000{SOH}"
     return fix.Message(text, False)
 
 
-def nos(clordid: str, side: int, qty: int, price: str) -> list[tuple[int, object]]:
-    return [(11, clordid), (55, "ACORN.LAB"), (54, side),
+def nos(clordid: str, side: int, qty: int, price: str, handl_inst: bool = False) -> list[tuple[int, object]]:
+    """A NewOrderSingle's body; ``handl_inst``: with HandlInst (21), which FIX 4.2 requires."""
+    return [(11, clordid), *([(21, 1)] if handl_inst else []), (55, "ACORN.LAB"), (54, side),
             (60, time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())), (38, qty), (40, 2), (44, price),
             (59, 0)]
 
@@ -110,14 +119,15 @@ def nos(clordid: str, side: int, qty: int, price: str) -> list[tuple[int, object
 class StockSession:
     """One logged-on session of a stock client: its application, and a way to send on it."""
 
-    def __init__(self, comp: str, client: StockClient | None = None) -> None:
+    def __init__(self, comp: str, client: StockClient | None = None, fix_version: str = "4.4") -> None:
         self.comp = comp
         self.client = client if client is not None else StockClient()
-        self.sid = fix.SessionID("FIX.4.4", comp, "FIXLAB")
+        self.begin = version(fix_version).begin_string
+        self.sid = fix.SessionID(self.begin, comp, "FIXLAB")
         self.initiator: fix.SocketInitiator | None = None  # set by stock_sessions
 
     def send(self, msg_type: str, body: list[tuple[int, object]]) -> None:
-        self.send_message(raw(self.comp, body, msg_type))
+        self.send_message(raw(self.comp, body, msg_type, self.begin))
 
     def send_message(self, msg: fix.Message) -> None:
         """Send a message built by the caller (QuickFIX groups, say) on this session."""
@@ -136,14 +146,17 @@ class StockSession:
 
 @contextlib.contextmanager
 def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int = 1,
-                   app: Callable[[], StockClient] = StockClient) -> Iterator[list[StockSession]]:
+                   app: Callable[[], StockClient] = StockClient,
+                   fix_version: str | list[str] = "4.4") -> Iterator[list[StockSession]]:
     """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out.
-    ``app`` makes each session's application (a StockClient that records more, for instance)."""
-    sessions = [StockSession(comp, app()) for comp in comps]
-    for s in sessions:
+    ``app`` makes each session's application (a StockClient that records more, for instance);
+    ``fix_version``: the sessions' version, or one per CompID."""
+    versions = fix_version if isinstance(fix_version, list) else [fix_version] * len(comps)
+    sessions = [StockSession(comp, app(), v) for comp, v in zip(comps, versions, strict=True)]
+    for s, v in zip(sessions, versions, strict=True):
         s.initiator = fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
                                           stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp],
-                                                         heartbeat_s))
+                                                         heartbeat_s, v))
     try:
         for s in sessions:
             assert s.initiator is not None

@@ -93,6 +93,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--barrier-timeout", type=float, default=300.0)
     p.add_argument("--latencies", type=Path, help="also write every latency (ns, sorted) here, one a line")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+    p.add_argument("--fix-version", choices=["4.2", "4.4", "5.0SP2"], default="4.4",
+                   help="the sessions' FIX version: BENCH001.. (4.4), BENCH42-001.. (FIX.4.2) or "
+                        "BENCH50-001.. (FIXT.1.1, FIX.5.0SP2), each validating with its stock dictionary")
     return p
 
 
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         run_id=args.run_id or uuid.uuid4().hex[:12], first_compid=args.first_compid,
         instruments=instruments, stall_s=args.stall, logon_timeout_s=args.logon_timeout,
         barrier_timeout_s=args.barrier_timeout, redis_url=redis_url, progress=args.progress,
+        fix_version=args.fix_version,
     )
     try:
         summary, latencies = run(config)
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     record = {**summary.to_json(), "addr": ",".join(f"{h}:{p}" for h, p in config.addresses),
               "symbols": [sym for sym, _ in config.instruments], "warmup": config.warmup,
-              "run_id": config.run_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "run_id": config.run_id, "fix_version": config.fix_version,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(json.dumps(record), flush=True)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.wait(0.5):
         pass
     log.info("answered %d orders, sent %d fills, %d errors", app.orders, app.fills_sent, app.errors)
-    # No acceptor.stop(): with the 256 BENCH sessions configured, quickfix 1.16.0's
+    # No acceptor.stop(): with the 224 BENCH sessions configured, quickfix 1.16.0's
     # SocketServer::close races the acceptor thread and segfaults about half the time (gdb:
     # Acceptor.cpp:230). The baseline keeps nothing, so ending the process is the clean stop.
     logging.shutdown()

@@ -173,7 +173,8 @@ class PhaseOutcome:
 class BenchClient:
     """Log sessions on, run phases of windowed orders, log them out."""
 
-    def __init__(self, sessions: Sequence[SessionPlan], *, run_tag: str, heartbeat_s: int = 30) -> None:
+    def __init__(self, sessions: Sequence[SessionPlan], *, run_tag: str, heartbeat_s: int = 30,
+                 fix_version: str = "4.4") -> None:
         clock = TransactTime()
         templates = {(s.symbol, s.price): order_template(s.symbol, s.price) for s in sessions}
         self.drivers = {s.comp_id: SessionDriver(s.comp_id, f"{run_tag}{i}", templates[s.symbol, s.price],
@@ -182,7 +183,8 @@ class BenchClient:
         self.app = BenchApplication(self.drivers)
         first = sessions[0]
         self.settings = initiator_settings(first.host, first.port, [s.comp_id for s in sessions],
-                                           heartbeat_s, {s.comp_id: (s.host, s.port) for s in sessions})
+                                           heartbeat_s, {s.comp_id: (s.host, s.port) for s in sessions},
+                                           fix_version)
         self.initiator = fix.SocketInitiator(self.app, fix.MemoryStoreFactory(), self.settings)
 
     def start(self, timeout_s: float) -> None:

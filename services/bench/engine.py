@@ -13,8 +13,9 @@ from pathlib import Path
 import quickfix as fix
 
 from services.bench.plan import Address, bench_pool
-from shared.compids import BEGIN_STRING, BENCH_COMP_IDS, EXCHANGE_COMP_ID
+from shared.compids import EXCHANGE_COMP_ID
 from shared.fix.dictionary import exchange_dictionary_file
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, version
 
 
 def data_dictionary_path() -> Path:
@@ -22,26 +23,40 @@ def data_dictionary_path() -> Path:
     return exchange_dictionary_file()
 
 
-def bench_comp_ids(first: int, count: int, gateways: int = 1) -> list[str]:
-    """``count`` CompIDs from the BENCH pool starting at number ``first`` (1-based); with several
-    gateways, the pool dealt over their ranges (plan.bench_pool), the number counting in that order."""
-    if first < 1 or count < 1 or first - 1 + count > len(BENCH_COMP_IDS):
-        raise ValueError(f"BENCH{first:03d} + {count} sessions is outside the pool "
-                         f"BENCH001..BENCH{len(BENCH_COMP_IDS):03d}")
-    return list(bench_pool(gateways)[first - 1:first - 1 + count])
+def bench_comp_ids(first: int, count: int, gateways: int = 1, fix_version: str = "4.4") -> list[str]:
+    """``count`` CompIDs from the BENCH pool (of ``fix_version``) starting at number ``first``
+    (1-based); with several gateways, the pool dealt over their ranges (plan.bench_pool), the number
+    counting in that order."""
+    pool = bench_pool(gateways, fix_version)
+    if first < 1 or count < 1 or first - 1 + count > len(pool):
+        names = sorted(pool)
+        raise ValueError(f"number {first} + {count} sessions is outside the pool {names[0]}..{names[-1]}")
+    return list(pool[first - 1:first - 1 + count])
 
 
-def _defaults(conn_type: str, heartbeat_s: int) -> fix.Dictionary:
+def dictionary_settings(fix_version: str = "4.4") -> list[tuple[str, str]]:
+    """What validates a session of ``fix_version``: the exchange's FIX 4.4 dictionary, or the stock
+    one the quickfix package installs for the version (FIXT.1.1: transport and application)."""
+    v = version(fix_version)
+    if v.name == "4.4":
+        return [("DataDictionary", str(data_dictionary_path()))]
+    if v.fixt:
+        return [("TransportDataDictionary", str(v.transport_dictionary())),
+                ("AppDataDictionary", str(v.app_dictionary())), ("DefaultApplVerID", APPL_VER_ID_NAME_50SP2)]
+    return [("DataDictionary", str(v.app_dictionary()))]
+
+
+def _defaults(conn_type: str, heartbeat_s: int, fix_version: str = "4.4") -> fix.Dictionary:
     d = fix.Dictionary()
     for key, value in (
         ("ConnectionType", conn_type),
-        ("BeginString", BEGIN_STRING),
+        ("BeginString", version(fix_version).begin_string),
         ("StartTime", "00:00:00"),
         ("EndTime", "00:00:00"),
         ("HeartBtInt", str(heartbeat_s)),
         ("ReconnectInterval", "1"),
         ("UseDataDictionary", "Y"),
-        ("DataDictionary", str(data_dictionary_path())),
+        *dictionary_settings(fix_version),
         ("ResetOnLogon", "Y"),
         ("ResetOnDisconnect", "Y"),
         ("SocketNodelay", "Y"),
@@ -52,11 +67,12 @@ def _defaults(conn_type: str, heartbeat_s: int) -> fix.Dictionary:
 
 
 def initiator_settings(host: str, port: int, comp_ids: Sequence[str], heartbeat_s: int = 30,
-                       addresses: Mapping[str, Address] | None = None) -> fix.SessionSettings:
+                       addresses: Mapping[str, Address] | None = None,
+                       fix_version: str = "4.4") -> fix.SessionSettings:
     """One initiator session per CompID, to FIXLAB at host:port (or at ``addresses[comp_id]``, the
-    gateway that accepts it), messages kept in memory."""
+    gateway that accepts it), messages kept in memory, in ``fix_version``."""
     settings = fix.SessionSettings()
-    d = _defaults("initiator", heartbeat_s)
+    d = _defaults("initiator", heartbeat_s, fix_version)
     d.setString("SocketConnectHost", host)
     d.setString("SocketConnectPort", str(port))
     # The bench never resends an order: the exchange gets gap fills instead of a stored copy.
@@ -67,7 +83,7 @@ def initiator_settings(host: str, port: int, comp_ids: Sequence[str], heartbeat_
         if addresses is not None and comp_id in addresses:
             own.setString("SocketConnectHost", addresses[comp_id][0])
             own.setString("SocketConnectPort", str(addresses[comp_id][1]))
-        settings.set(fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID), own)
+        settings.set(fix.SessionID(version(fix_version).begin_string, comp_id, EXCHANGE_COMP_ID), own)
     return settings
 
 
@@ -79,7 +95,7 @@ def acceptor_settings(port: int, comp_ids: Sequence[str], host: str = "127.0.0.1
     d.setString("SocketAcceptHost", host)
     settings.set(d)
     for comp_id in comp_ids:
-        settings.set(fix.SessionID(BEGIN_STRING, EXCHANGE_COMP_ID, comp_id), fix.Dictionary())
+        settings.set(fix.SessionID(version("4.4").begin_string, EXCHANGE_COMP_ID, comp_id), fix.Dictionary())
     return settings
 
 

@@ -36,11 +36,17 @@ def instance_share(total_sessions: int, total_orders: int, instances: int,
     return sessions[instance], per_session[first:first + sessions[instance]]
 
 
-def bench_pool(gateways: int) -> tuple[str, ...]:
-    """The BENCH CompIDs in the order a run takes them: dealt over the gateways' ranges in turn
-    (BENCH001, BENCH129, BENCH002 ... for two), so any number of sessions spreads evenly over the
-    gateways; with one gateway, the pool as it is."""
-    ranges = [gateway_comp_ids(k, gateways).bench for k in range(1, gateways + 1)]
+# The BENCH pool of each FIX version (shared.compids, shared.fix.versions): BENCH001.., BENCH42-001..,
+# BENCH50-001.. (FIXT.1.1 / FIX 5.0 SP2).
+BENCH_POOLS = {"4.4": "bench", "4.2": "bench42", "5.0SP2": "bench50"}
+
+
+def bench_pool(gateways: int, fix_version: str = "4.4") -> tuple[str, ...]:
+    """The BENCH CompIDs (of ``fix_version``'s pool) in the order a run takes them: dealt over the
+    gateways' ranges in turn (BENCH001, BENCH113, BENCH002 ... for two), so any number of sessions
+    spreads evenly over the gateways; with one gateway, the pool as it is."""
+    pool = BENCH_POOLS[fix_version]
+    ranges = [getattr(gateway_comp_ids(k, gateways), pool) for k in range(1, gateways + 1)]
     return tuple(r[i] for i in range(max(map(len, ranges))) for r in ranges if i < len(r))
 
 
@@ -72,18 +78,19 @@ class SessionPlan:
 
 
 def session_plans(comp_ids: Sequence[str], addresses: Sequence[Address],
-                  instruments: Sequence[tuple[str, str]]) -> list[SessionPlan]:
+                  instruments: Sequence[tuple[str, str]], fix_version: str = "4.4") -> list[SessionPlan]:
     """Each CompID at the address of the gateway whose range holds it (``addresses[k-1]`` is gateway
     k's), ordering ``instruments[(n - 1) % len]`` where n is its number in the BENCH pool: sessions
     alternate instruments, and with two gateways each gateway still gets every instrument."""
     if not instruments:
         raise ValueError("no instrument to order")
     out = []
+    pool = BENCH_COMP_IDS if fix_version == "4.4" else bench_pool(1, fix_version)
     for comp_id in comp_ids:
         index = gateway_of(comp_id, len(addresses))
-        if index is None or comp_id not in BENCH_COMP_IDS:
-            raise ValueError(f"{comp_id} is not a BENCH CompID")
-        symbol, price = instruments[BENCH_COMP_IDS.index(comp_id) % len(instruments)]
+        if index is None or comp_id not in pool:
+            raise ValueError(f"{comp_id} is not a BENCH CompID of FIX {fix_version}")
+        symbol, price = instruments[pool.index(comp_id) % len(instruments)]
         host, port = addresses[index - 1]
         out.append(SessionPlan(comp_id, host, port, symbol, price))
     return out

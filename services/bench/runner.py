@@ -37,6 +37,7 @@ class BenchConfig:
     barrier_timeout_s: float = 300.0
     redis_url: str = ""
     progress: bool = False
+    fix_version: str = "4.4"  # the sessions' version (shared.fix.versions), from its BENCH pool
 
 
 def result_of(config: BenchConfig, instance: int, sessions: int, phase: PhaseOutcome) -> BenchResult:
@@ -64,11 +65,11 @@ def run(config: BenchConfig) -> tuple[Summary, list[int]]:
         instance = 0
     sessions, quotas = instance_share(config.sessions, config.orders, config.instances, instance)
     first = coord.claim_comp_ids(sessions, config.first_compid) if coord else config.first_compid
-    comp_ids = bench_comp_ids(first, sessions, len(config.addresses))
-    plans = session_plans(comp_ids, config.addresses, config.instruments)
+    comp_ids = bench_comp_ids(first, sessions, len(config.addresses), config.fix_version)
+    plans = session_plans(comp_ids, config.addresses, config.instruments, config.fix_version)
     # A ClOrdID prefix unique to this run and instance: the exchange rejects repeated ClOrdIDs.
     run_tag = f"{config.run_id[-6:]}{instance}."
-    client = BenchClient(plans, run_tag=run_tag)
+    client = BenchClient(plans, run_tag=run_tag, fix_version=config.fix_version)
     log.info("instance %d: %d sessions (%s..%s) to %s", instance, sessions, comp_ids[0],
              comp_ids[-1], ", ".join(sorted({f"{p.host}:{p.port}" for p in plans})))
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 
 import quickfix as fix
 
@@ -40,19 +40,41 @@ def to_message(body: str) -> fix.Message:
 
 
 class SessionRegistry:
-    """Which QuickFIX session holds each client CompID, and which are logged on."""
+    """Which QuickFIX session holds each client CompID, which are logged on, and how each is spoken
+    to: a session of another version than FIX 4.4 gets every body through its version's dialect
+    (``dialects``: by BeginString, services/gateway/dialects.py), chosen here once per session."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialects: Mapping[str, Callable[[str], str]] | None = None) -> None:
         self._ids: dict[str, fix.SessionID] = {}
+        self._dialects_by_begin = dict(dialects or {})
+        self._dialects: dict[str, Callable[[str], str]] = {}  # by CompID; none: FIX 4.4 as built
+        self._begin: dict[str, str] = {}
         self._logged_on: set[str] = set()
         self._lock = threading.Lock()
 
     def add(self, sid: fix.SessionID) -> str:
         comp = sid.getTargetCompID().getValue()
-        copy = fix.SessionID(sid.getBeginString().getValue(), sid.getSenderCompID().getValue(), comp)
+        begin = sid.getBeginString().getValue()
+        copy = fix.SessionID(begin, sid.getSenderCompID().getValue(), comp)
         with self._lock:
             self._ids[comp] = copy
+            self._begin[comp] = begin
+            dialect = self._dialects_by_begin.get(begin)
+            if dialect is not None:
+                self._dialects[comp] = dialect
         return comp
+
+    def begin_string(self, comp: str) -> str:
+        """The BeginString of ``comp``'s session ("" when there is none)."""
+        return self._begin.get(comp, "")
+
+    def profile(self, comp: str) -> tuple[str, Callable[[str], str] | None]:
+        """``comp``'s BeginString and dialect (see ``dialect``)."""
+        return self._begin.get(comp, ""), self._dialects.get(comp)
+
+    def dialect(self, comp: str) -> Callable[[str], str] | None:
+        """What rewrites FIX 4.4 bodies for ``comp``'s session; None: they go out as built."""
+        return self._dialects.get(comp)
 
     def comp_of(self, sid: fix.SessionID) -> str:
         return str(sid.getTargetCompID().getValue())
@@ -67,6 +89,9 @@ class SessionRegistry:
             else:
                 self._logged_on.discard(comp)
 
+    def is_logged_on(self, comp: str) -> bool:
+        return comp in self._logged_on  # a set's membership test: atomic under the GIL
+
     def logged_on(self) -> list[str]:
         with self._lock:
             return sorted(self._logged_on)
@@ -76,6 +101,9 @@ class SessionRegistry:
         sid = self._ids.get(comp)
         if sid is None:
             return False
+        dialect = self._dialects.get(comp)
+        if dialect is not None:
+            body = dialect(body)
         try:
             return bool(fix.Session.sendToTarget(to_message(body), sid))
         except fix.SessionNotFound:
@@ -103,6 +131,8 @@ class GatewayApp(fix.Application):
                  cancel_on_disconnect: Container[str] | None = None,
                  direct: DirectIntake | None = None,
                  fix44_types: Container[str] = frozenset(),
+                 version_types: Mapping[str, Container[str]] | None = None,
+                 appl_ver_ids: Mapping[str, str] | None = None,
                  market_data: MarketFeed | None = None,
                  send_groups: Callable[[str, str], bool] | None = None) -> None:
         super().__init__()
@@ -113,6 +143,10 @@ class GatewayApp(fix.Application):
         # The message types of FIX 4.4: those the acceptor's dictionary leaves out still get the
         # BusinessMessageReject they got when QuickFIX knew them (see unsupported.py).
         self.fix44_types = fix44_types
+        # The same for the sessions of other versions, by BeginString: the types that version defines.
+        self.version_types = version_types or {}
+        # FIXT.1.1: the DefaultApplVerID (1137) a Logon must carry, by BeginString.
+        self.appl_ver_ids = appl_ver_ids or {}
         self.direct = direct  # the light-load shortcut past the publisher (None: always the pipe)
         # The sessions whose resting orders end with them (None: every session).
         self.cancel_on_disconnect = cancel_on_disconnect
@@ -166,7 +200,7 @@ class GatewayApp(fix.Application):
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
         try:
             msg_type = message.getHeader().getField(35)
-            if msg_type == REJECT and as_business_reject(message, self.fix44_types):
+            if msg_type == REJECT and as_business_reject(message, self._types_of(sid)):
                 # As fromApp did when the engine passed it such a message: the client was heard.
                 if self.silence is not None and self.silence.waiting:
                     self.silence.heard(self.registry.comp_of(sid))
@@ -176,7 +210,14 @@ class GatewayApp(fix.Application):
         except Exception:
             self._failed("toAdmin")
 
+    def _types_of(self, sid: fix.SessionID) -> Container[str]:
+        if not self.version_types:
+            return self.fix44_types
+        return self.version_types.get(sid.getBeginString().getValue(), self.fix44_types)
+
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
+        if self.appl_ver_ids:
+            self._check_appl_ver_id(message, sid)  # raises RejectLogon: the engine's Logout says why
         if self.silence is None:
             return
         try:
@@ -188,6 +229,24 @@ class GatewayApp(fix.Application):
                 self.silence.heard(comp)
         except Exception:
             self._failed("fromAdmin")
+
+    def _check_appl_ver_id(self, message: fix.Message, sid: fix.SessionID) -> None:
+        """Refuse a FIXT.1.1 Logon with another DefaultApplVerID than the one this exchange speaks
+        (QuickFIX takes any; a Logon without one never gets here: the engine closes the connection,
+        "Required field missing from logon" in its event log)."""
+        try:
+            if message.getHeader().getField(35) != "A":
+                return
+            wanted = self.appl_ver_ids.get(sid.getBeginString().getValue())
+            if wanted is None:
+                return
+            got = message.getField(1137) if message.isSetField(1137) else ""
+        except Exception:
+            self._failed("fromAdmin")
+            return
+        if got != wanted:
+            raise fix.RejectLogon(f"DefaultApplVerID 1137={got}: this exchange speaks FIX.5.0SP2 "
+                                  f"over FIXT.1.1, 1137={wanted}")
 
     def toApp(self, message: fix.Message, sid: fix.SessionID) -> None:
         return None

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,36 +59,49 @@ class GroupSender:
 
     TEMPLATES = 16
 
-    def __init__(self, session_of: Callable[[str], fix.SessionID | None], dictionary: Path | str) -> None:
+    def __init__(self, session_of: Callable[[str], fix.SessionID | None], dictionary: Path | str,
+                 versions: Mapping[str, Path | str] | None = None,
+                 dialect_of: Callable[[str], tuple[str, Callable[[str], str] | None]] | None = None) -> None:
+        """``versions``: by BeginString other than FIX 4.4's, the dictionary its sessions' messages
+        are parsed with (a FIXT session's: its application's); ``dialect_of``: a session's BeginString
+        and dialect (``SessionRegistry``), None when every session is FIX 4.4."""
         self.session_of = session_of
         self.dictionary = fix.DataDictionary(str(dictionary))
-        self._templates: dict[str, fix.Message] = {}
+        self.dictionaries = {begin: fix.DataDictionary(str(path)) for begin, path in (versions or {}).items()}
+        self.dialect_of = dialect_of
+        self._templates: dict[tuple[str, str], fix.Message] = {}
 
-    def message(self, body: str) -> fix.Message:
+    def message(self, body: str, begin: str = "") -> fix.Message:
         """The message to send for ``body``. An X's is reused for the next X with the same entries
         (its MDReqID set again): the caller sends each before asking for the next (under one lock)."""
         if body.startswith(_X_HEAD):
             cut = body.find(SOH, len(_X_HEAD)) + 1
-            tail = body[cut:]
-            template = self._templates.get(tail)
+            key = (begin, body[cut:])
+            template = self._templates.get(key)
             if template is None:
                 if len(self._templates) >= self.TEMPLATES:
                     self._templates.clear()
-                template = self._templates[tail] = self._parse(body)
+                template = self._templates[key] = self._parse(body, begin)
             else:
                 template.setField(262, body[len(_X_HEAD):cut - 1])
             return template
-        return self._parse(body)
+        return self._parse(body, begin)
 
-    def _parse(self, body: str) -> fix.Message:
-        return fix.Message("8=FIX.4.4" + SOH + "9=0" + SOH + body + "10=000" + SOH, self.dictionary, False)
+    def _parse(self, body: str, begin: str = "") -> fix.Message:
+        dictionary = self.dictionaries.get(begin, self.dictionary) if begin else self.dictionary
+        return fix.Message("8=FIX.4.4" + SOH + "9=0" + SOH + body + "10=000" + SOH, dictionary, False)
 
     def __call__(self, session: str, body: str) -> bool:
         sid = self.session_of(session)
         if sid is None:
             return False
+        begin = ""
+        if self.dialect_of is not None:
+            begin, dialect = self.dialect_of(session)
+            if dialect is not None:
+                body = dialect(body)
         try:
-            return bool(fix.Session.sendToTarget(self.message(body), sid))
+            return bool(fix.Session.sendToTarget(self.message(body, begin), sid))
         except fix.SessionNotFound:
             return False
 

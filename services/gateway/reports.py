@@ -32,12 +32,13 @@ import redis
 
 from services.gateway.acceptor import Counters, SessionRegistry
 from services.gateway.outbound import MassCancelJoin, Outbound
+from services.gateway.untold import Untold
 from shared import hoptrace, streams
 from shared.bus import Entry, is_cluster
 from shared.bus_cluster import ClusterMultiStreamConsumer
 from shared.bus_lean import LeanMultiStreamConsumer
 from shared.resp import RespConnection
-from shared.schema import Accepted
+from shared.schema import Accepted, Cancelled
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class ReportSender:
     def __init__(self, r: redis.Redis, conn: RespConnection | None, gateway_id: str, shards: Sequence[str],
                  outbound: Outbound, registry: SessionRegistry, counters: Counters, *, count: int = 1000,
                  block_ms: int = 200, maxlen: int = 1_000_000, wait_replicas: int = 0,
-                 lean: bool = False) -> None:
+                 lean: bool = False, untold: Untold | None = None) -> None:
         """``conn``: the lean connection on one Redis; None on a cluster (``r`` its cluster client),
         where ``lean`` reads each slot over a lean connection to its master.
         ``wait_replicas``: on a cluster, send a batch's reports only once that many replicas hold it
@@ -72,6 +73,9 @@ class ReportSender:
         self.join = MassCancelJoin(outbound.shards)
         self.registry = registry
         self.counters = counters
+        # A Cancelled for a session not logged on (the start-up sweep's) is kept and told at its
+        # next Logon (untold.py); None: sent as any report.
+        self.untold = untold
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-events", daemon=True)
 
@@ -89,6 +93,8 @@ class ReportSender:
         send = self.registry.send
         counters = self.counters
         join = self.join.feed
+        untold = self.untold
+        kept: list[tuple[str, str]] = []
         for _entry_id, msgs in batch:
             for ev in join(msgs):
                 try:
@@ -96,6 +102,10 @@ class ReportSender:
                     if traced:
                         hoptrace.mark("gateway.report")
                     body = report(ev)
+                    if (untold is not None and type(ev) is Cancelled and untold.wanted(ev.session)
+                            and not self.registry.is_logged_on(ev.session)):
+                        kept.append((ev.session, body))
+                        continue
                     sent = send(ev.session, body)  # type: ignore[attr-defined]
                     if traced:
                         hoptrace.mark("gateway.reported")
@@ -108,6 +118,10 @@ class ReportSender:
                 except Exception:
                     counters.unroutable += 1
                     log.exception("cannot send %r", ev)
+        if kept and untold is not None:
+            untold.keep(kept)  # before the batch is acknowledged; a Redis error reads it again
+            for session in {s for s, _body in kept if self.registry.is_logged_on(s)}:
+                untold.logged_on(session)  # it logged on meanwhile: tell it now
 
     def _run(self) -> None:
         log.info("events thread started (tid %d)", threading.get_native_id())

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import quickfix as fix
 
 from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
+from services.gateway.dialects import dialects
 from services.gateway.direct import DirectIntake
 from services.gateway.endofday import EndOfDayClock
 from services.gateway.handoff import Handoff
@@ -31,18 +33,24 @@ from services.gateway.sessions import (
 from services.gateway.silence import SilenceWatchdog
 from services.gateway.slots import ClusterIntake
 from services.gateway.stalled import StallWatch
+from services.gateway.untold import Untold
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
 from shared.fix.dictionary import (
     EXCHANGE_MESSAGES,
+    READ_GROUPS,
+    RECEIVED_MESSAGES,
     WRITTEN,
     Dictionary,
     DictionaryError,
     load,
+    message_types,
     write_acceptor_dictionary,
     write_exchange_dictionary,
+    write_fixt_transport_dictionary,
 )
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, VERSIONS, FixVersion
 from shared.health import HealthReporter
 from shared.redis_cluster import cluster_client, is_cluster_url
 from shared.schema import STP_OFF, SessionEnded, StpSetting
@@ -59,6 +67,42 @@ def acceptor_types(dictionary: Dictionary) -> frozenset[str]:
     """The messages the acceptor's dictionary keeps: session level, what is handled, what is sent."""
     session = {t for t, m in dictionary.messages.items() if m.category == "session"}
     return frozenset(session | HANDLED_TYPES | SENT_TYPES | EXCHANGE_MESSAGES)
+
+
+class VersionDictionaries:
+    """The dictionaries of a version other than FIX 4.4 the acceptor's sessions use, written at start.
+
+    As FIX 4.4's: the installed file trimmed to the messages the exchange speaks (the ones this
+    version defines), what it only sends slimmed to what it writes; a version whose table says so
+    (FIX 5.0 SP2) keeps in what a client sends only what it requires and the tags FIX 4.4 lists there
+    outside repeating groups (shared.fix.versions says why).
+    """
+
+    def __init__(self, version: FixVersion, directory: Path, fix44: Dictionary, trim: bool) -> None:
+        self.version = version
+        self.types = message_types(version.app_dictionary())  # what it defines (BusinessMessageReject)
+        types = acceptor_types(fix44) & self.types
+        written: dict[str, frozenset[int]] = {t: tags for t, tags in WRITTEN.items() if t in types}
+        if version.received_as_fix44:
+            written.update({t: fix44.top_level(t) | READ_GROUPS.get(t, frozenset())
+                            for t in RECEIVED_MESSAGES if t in types})
+        stem = f"FIXLAB-{version.name}"
+        self.app = (write_acceptor_dictionary(directory / f"{stem}-acceptor.xml", version.app_dictionary(),
+                                              types, written) if trim else version.app_dictionary())
+        # Tags and enums of each message, for the version's dialect: from the acceptor's (small) copy
+        # (FIX 5.0 SP2's whole dictionary, parsed, holds ~34 MiB of Python objects).
+        self.parsed = load(str(self.app)) if version.rewrites else None
+        self.settings: dict[str, str]
+        if version.fixt:
+            session_types = message_types(version.transport_dictionary())
+            # ApplVerID limited to 9: a message naming another version gets the engine's own Reject.
+            self.transport = write_fixt_transport_dictionary(
+                directory / f"{stem}-transport.xml", version.transport_dictionary(), session_types,
+                version.default_appl_ver_id or "")
+            self.settings = {"TransportDataDictionary": str(self.transport),
+                             "AppDataDictionary": str(self.app), "DefaultApplVerID": APPL_VER_ID_NAME_50SP2}
+        else:
+            self.settings = {"DataDictionary": str(self.app)}
 
 
 def resident_mib() -> int:
@@ -96,17 +140,23 @@ class Gateway:
             self.acceptor_dictionary = (write_acceptor_dictionary(
                 settings.acceptor_dictionary_path, self.dictionary, acceptor_types(exchange), WRITTEN)
                 if settings.trim_dictionary else self.dictionary)
-        except DictionaryError as exc:
+            # FIX 4.2 and FIXT.1.1 / FIX 5.0 SP2 (shared.fix.versions), for the versions configured.
+            begins = {spec.begin for spec in specs}
+            self.versions = {v.begin_string: VersionDictionaries(v, base, exchange, settings.trim_dictionary)
+                             for v in VERSIONS.values() if v.name != "4.4" and v.begin_string in begins}
+        except (DictionaryError, OSError) as exc:
             raise ConfigError(str(exc)) from None
         self.settings_path = base / "acceptor.cfg"
         self.settings_path.write_text(settings_text(
             specs, port=settings.fix_port, host=settings.fix_host,
-            data_dictionary=self.acceptor_dictionary, store_dir=store_dir))
+            data_dictionary=self.acceptor_dictionary, store_dir=store_dir,
+            version_settings={begin: v.settings for begin, v in self.versions.items()}))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.inbound = Inbound(common.instruments, settings.gateway_id, prefix)  # the acceptor's "busy"
         self.outbound = Outbound(common.instruments, trd_match_sessions(specs))
-        self.registry = SessionRegistry()
+        self.registry = SessionRegistry(dialects({b: (v.version, v.parsed) for b, v in self.versions.items()
+                                                   if v.parsed is not None}))
         self.counters = Counters()
         # Received orders go to a publisher process over a pipe (handoff.py says why); the orders it
         # refuses are answered on the events stream. Bounded: records not yet on the bus.
@@ -132,22 +182,34 @@ class Gateway:
                                     idle_s=settings.direct_idle_s, slow_s=settings.direct_slow_s)
                        if settings.direct_idle_s > 0 else None)
         # Market data (V/W/X/Y): idle until a session asks (mdfeed.py).
+        group_dictionaries = {begin: v.app for begin, v in self.versions.items()}
         self.market = MarketFeed(common.redis_url, common.instruments, settings.gateway_id,
-                                 GroupSender(self.registry.get, self.acceptor_dictionary),
+                                 GroupSender(self.registry.get, self.acceptor_dictionary, group_dictionaries,
+                                             self.registry.profile),
                                  interval_s=settings.md_interval_s,
                                  max_trades=settings.md_max_trades, maxlen=common.stream_maxlen)
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
                               direct=self.direct, fix44_types=frozenset(exchange.messages),
+                              version_types={begin: v.types for begin, v in self.versions.items()},
+                              appl_ver_ids={begin: v.version.default_appl_ver_id or ""
+                                            for begin, v in self.versions.items() if v.version.fixt},
                               market_data=self.market,
                               # Its own dictionary copy: the market-data thread parses with the other.
-                              send_groups=GroupSender(self.registry.get, self.acceptor_dictionary))
+                              send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,
+                                                      group_dictionaries, self.registry.profile))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
+        # The sweep's Cancelled reports, for sessions that keep their identity across Logons (their
+        # sequence numbers), told at their next Logon (untold.py).
+        told = frozenset(s.target for s in specs if s.options.get("ResetOnLogon", "N") == "N"
+                         and s.cancel_on_disconnect)
+        self.untold = Untold(connect(common.redis_url), settings.gateway_id, told, self.registry.send)
+        self.app.on_logon = self.untold.logged_on
         self.reports = ReportSender(connect(common.redis_url),
                                     None if self.cluster else RespConnection(common.redis_url),
                                     settings.gateway_id, common.shards, self.outbound,
                                     self.registry, self.counters, wait_replicas=common.wait_replicas,
-                                    lean=self.cluster and common.cluster_lean)
+                                    lean=self.cluster and common.cluster_lean, untold=self.untold)
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
         self.labs: LabManager | None = None
@@ -180,6 +242,8 @@ class Gateway:
             "callback_errors": c.callback_errors + p.errors + p.bad_reports,
             "silent_logouts": self.silence.logouts if self.silence is not None else 0,
             "stalled_readers_cut": self.stall.cut if self.stall is not None else 0,
+            "untold_kept": self.untold.kept,
+            "untold_told": self.untold.told,
             "labs": "on" if self.labs is not None else "off",
             **self.market.stats(),
         }
@@ -188,6 +252,7 @@ class Gateway:
         self.handoff.start()
         self.end_sessions_left_open()
         self.end_of_day.start()  # the latest day that ended, if no one said so yet
+        self.untold.start()
         self.reports.start()
         self.market.start()
         if self.silence is not None:
@@ -247,6 +312,7 @@ class Gateway:
         self.market.stop()
         self.handoff.stop()
         self.reports.stop()
+        self.untold.stop()
         self.health.stop()
         log.info("gateway stopped: %d commands published, %d reports sent",
                  self.handoff.stats.published, self.counters.reports_out)

@@ -30,12 +30,13 @@ to QuickFIX):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID, GatewayCompIds, gateway_comp_ids
 from shared.config import ConfigError
+from shared.fix.versions import APPL_VER_ID_50SP2, APPL_VER_ID_NAME_50SP2, BY_BEGIN_STRING, FIXT11
 from shared.schema import STP_CANCEL_AGGRESSOR, STP_CANCEL_BOTH, STP_CANCEL_RESTING, STP_OFF
 
 RESET_ALWAYS = {"ResetOnLogon": "Y", "ResetOnLogout": "Y", "ResetOnDisconnect": "Y"}
@@ -43,7 +44,8 @@ KEEP_SEQUENCES = {"ResetOnLogon": "N", "ResetOnLogout": "N", "ResetOnDisconnect"
 
 # Settings a user's file may not set: they belong to the whole acceptor.
 _ACCEPTOR_ONLY = {"ConnectionType", "SocketAcceptPort", "SocketAcceptAddress", "DataDictionary",
-                  "FileStorePath", "FileLogPath"}
+                  "TransportDataDictionary", "AppDataDictionary", "FileStorePath", "FileLogPath"}
+DEFAULT_APPL_VER_ID = "DefaultApplVerID"
 # The exchange's own per-session settings (see above), with their defaults.
 SEND_TRD_MATCH_ID = "SendTrdMatchID"
 CANCEL_ON_DISCONNECT = "CancelOnDisconnect"
@@ -74,6 +76,14 @@ def pool_sessions(comp_ids: GatewayCompIds | None = None) -> list[SessionSpec]:
     # The bots and the lab's sessions validate with FIXLAB-FIX44.xml and show 880 on the page.
     for pool in (ids.bots, ids.labs):
         out += [SessionSpec(c, options=dict(RESET_ALWAYS), trd_match_id=True) for c in pool]
+    # FIX 4.2 and FIXT.1.1 / FIX 5.0 SP2 (shared.fix.versions): clients keep their sequence numbers,
+    # the bench resets; 5.0 SP2 lists TrdMatchID (880) in ExecutionReport: its fills carry it.
+    for pool, options in ((ids.clients42, KEEP_SEQUENCES), (ids.clients50, KEEP_SEQUENCES),
+                          (ids.bench42, RESET_ALWAYS), (ids.bench50, RESET_ALWAYS)):
+        for c in pool:
+            version = BY_BEGIN_STRING[ids.begin_string(c)]
+            out.append(SessionSpec(c, begin=version.begin_string, options=dict(options),
+                                   trd_match_id=version.trd_match_id))
     return out
 
 
@@ -148,16 +158,24 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
         begin = merged.pop("BeginString", BEGIN_STRING)
         sender = merged.pop("SenderCompID", EXCHANGE_COMP_ID)
         target = merged.pop("TargetCompID", "")
-        if begin != BEGIN_STRING:
+        version = BY_BEGIN_STRING.get(begin)
+        if version is None:
             raise ConfigError(f"{origin} [SESSION] at line {lineno}: BeginString={begin} "
-                              f"(this exchange speaks {BEGIN_STRING} only)")
+                              f"(this exchange speaks {', '.join(BY_BEGIN_STRING)})")
+        appl = merged.pop(DEFAULT_APPL_VER_ID, None)
+        if begin == FIXT11 and appl not in (None, APPL_VER_ID_50SP2, APPL_VER_ID_NAME_50SP2):
+            raise ConfigError(f"{origin} [SESSION] at line {lineno}: {DEFAULT_APPL_VER_ID}={appl} "
+                              f"(FIXT.1.1 sessions speak {APPL_VER_ID_NAME_50SP2}, ApplVerID 9)")
+        if begin != FIXT11 and appl is not None:
+            raise ConfigError(f"{origin} [SESSION] at line {lineno}: {DEFAULT_APPL_VER_ID} is for "
+                              "FIXT.1.1 sessions only")
         if not target:
             raise ConfigError(f"{origin} [SESSION] at line {lineno}: TargetCompID (your client's "
                               "SenderCompID) is required")
         if not sender:
             raise ConfigError(f"{origin} [SESSION] at line {lineno}: SenderCompID is empty")
         where = f"{origin} [SESSION] at line {lineno}"
-        trd = _yes_no(merged, SEND_TRD_MATCH_ID, False, where)
+        trd = _yes_no(merged, SEND_TRD_MATCH_ID, version.trd_match_id, where)
         cod = _yes_no(merged, CANCEL_ON_DISCONNECT, True, where)
         stp = _stp_mode(merged, where)
         out.append(SessionSpec(target, sender, begin, merged, trd_match_id=trd, cancel_on_disconnect=cod,
@@ -189,8 +207,11 @@ def check_unique(specs: Sequence[SessionSpec]) -> None:
 
 
 def settings_text(specs: Iterable[SessionSpec], *, port: int, host: str, data_dictionary: Path,
-                  store_dir: Path | None = None) -> str:
-    """A whole QuickFIX acceptor settings file for ``specs``."""
+                  store_dir: Path | None = None,
+                  version_settings: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """A whole QuickFIX acceptor settings file for ``specs``; ``version_settings``: per BeginString
+    other than FIX.4.4's, the settings each of its sessions gets (its dictionaries)."""
+    per_version = version_settings or {}
     lines = [
         "[DEFAULT]",
         "ConnectionType=acceptor",
@@ -212,4 +233,9 @@ def settings_text(specs: Iterable[SessionSpec], *, port: int, host: str, data_di
         lines += ["", "[SESSION]", f"BeginString={spec.begin}", f"SenderCompID={spec.sender}",
                   f"TargetCompID={spec.target}"]
         lines += [f"{k}={v}" for k, v in spec.options.items()]
+        if spec.begin != BEGIN_STRING:
+            own = per_version.get(spec.begin)
+            if own is None:
+                raise ConfigError(f"no dictionary for {spec.begin} sessions ({spec.target})")
+            lines += [f"{k}={v}" for k, v in own.items()]
     return "\n".join(lines) + "\n"

@@ -60,6 +60,10 @@ WRITTEN: dict[str, frozenset[int]] = {
     "X": frozenset({262, 268, 279, 269, 278, 280, 55, 270, 271, 272, 273, 346, 290, 58}),
     "Y": frozenset({262, 281, 58}),
 }
+# The repeating groups the exchange reads in what it receives, with the fields it reads in them
+# (services/gateway/marketdata.py: MDEntryType in NoMDEntryTypes, Symbol in NoRelatedSym): kept where a
+# version's received messages are slimmed (shared.fix.versions, FIX 5.0 SP2).
+READ_GROUPS: dict[str, frozenset[int]] = {"V": frozenset({267, 269, 146, 55})}
 TRD_MATCH_ID = 880
 MULTI_VALUE_TYPES = frozenset({"MULTIPLEVALUESTRING", "MULTIPLECHARVALUE", "MULTIPLESTRINGVALUE"})
 
@@ -185,6 +189,25 @@ def acceptor_dictionary(xml: str, msg_types: Iterable[str],
     return ET.tostring(root, encoding="unicode") + "\n"
 
 
+def fixt_transport_dictionary(xml: str, appl_ver_id: str) -> str:
+    """Return ``xml`` (a QuickFIX FIXT11.xml) for an acceptor that speaks only ``appl_ver_id``.
+
+    ApplVerID (1128) keeps that one value: a message that names another version in its header gets
+    the engine's session Reject (373=5, value incorrect for this tag). (A Logon's DefaultApplVerID
+    is the acceptor's to check: services/gateway/acceptor.py refuses another value with a Logout.)
+    """
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as exc:
+        raise DictionaryError(f"not a QuickFIX data dictionary: {exc}") from None
+    for definition in root.iter("field"):
+        if definition.get("number") == "1128":
+            for value in list(definition):
+                if value.get("enum") != appl_ver_id:
+                    definition.remove(value)
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
 def _slim(node: ET.Element, required: bool, tags: frozenset[int], components: Mapping[str, ET.Element],
           numbers: Mapping[str, int]) -> list[ET.Element]:
     """The fields and groups of ``node`` that are in ``tags`` or required, components expanded."""
@@ -238,6 +261,17 @@ def write_acceptor_dictionary(dest: Path, exchange: Path, msg_types: Iterable[st
     except OSError as exc:
         raise DictionaryError(f"cannot read the exchange's dictionary {exchange}: {exc.strerror}") from None
     return _write_if_changed(dest, text)
+
+
+def write_fixt_transport_dictionary(dest: Path, source: Path, msg_types: Iterable[str],
+                                    appl_ver_id: str) -> Path:
+    """Trim the FIXT11.xml ``source`` to ``msg_types`` for an acceptor that speaks ``appl_ver_id``
+    only (``fixt_transport_dictionary``) into ``dest``."""
+    try:
+        text = acceptor_dictionary(source.read_text(encoding="utf-8"), msg_types)
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIXT dictionary {source}: {exc.strerror}") from None
+    return _write_if_changed(dest, fixt_transport_dictionary(text, appl_ver_id))
 
 
 def _write_if_changed(dest: Path, text: str) -> Path:
@@ -305,6 +339,12 @@ class Dictionary:
     trailer_tags: frozenset[int]
     # Each message's repeating groups (components expanded), by MsgType, then by count tag.
     groups: dict[str, dict[int, GroupDef]] = field(default_factory=dict)
+    # Every tag each message may hold in its body, by MsgType (components and groups expanded).
+    bodies: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    def top_level(self, msg_type: str) -> frozenset[int]:
+        """The tags a message holds outside its repeating groups (components expanded)."""
+        return self.bodies.get(msg_type, frozenset()) - _group_tags(self.groups.get(msg_type, {}))
 
     def field_name(self, tag: int) -> str:
         f = self.fields.get(tag)
@@ -374,13 +414,24 @@ def parse_dictionary(xml_text: str | bytes) -> Dictionary:
         messages[msg_type] = MessageDef(msg_type, m.attrib.get("name", ""), category)
     components = {c.attrib.get("name", ""): c for c in root.find("components") or ()}
     groups = {}
+    bodies = {}
     for m in root.iter("message"):
         msg_type = m.attrib.get("msgtype")
         if msg_type is not None:
-            groups[msg_type] = _members(m, by_name, components, set())[1]
+            tags, groups[msg_type] = _members(m, by_name, components, set())
+            bodies[msg_type] = frozenset(tags) | _group_tags(groups[msg_type])
     header = {by_name[n] for n in _names_in(root.find("header")) if n in by_name}
     trailer = {by_name[n] for n in _names_in(root.find("trailer")) if n in by_name}
-    return Dictionary(begin, fields, messages, frozenset(header), frozenset(trailer), groups)
+    return Dictionary(begin, fields, messages, frozenset(header), frozenset(trailer), groups, bodies)
+
+
+def _group_tags(groups: dict[int, GroupDef]) -> frozenset[int]:
+    out: set[int] = set()
+    for count, group in groups.items():
+        out.add(count)
+        out |= group.fields
+        out |= _group_tags(group.groups)
+    return frozenset(out)
 
 
 def _members(node: ET.Element, by_name: dict[str, int], components: dict[str, ET.Element],
@@ -403,6 +454,18 @@ def _members(node: ET.Element, by_name: dict[str, int], components: dict[str, ET
             members = frozenset(inner_tags) | frozenset(inner_groups)
             groups[count] = GroupDef(count, first, members, inner_groups)
     return tags, groups
+
+
+_MSGTYPE = re.compile(r"""<message\s[^>]*msgtype=(['"])([^'"]+)\1""")
+
+
+def message_types(path: Path) -> frozenset[str]:
+    """The MsgTypes a dictionary file defines, read without building the whole dictionary (FIX 5.0
+    SP2's, parsed, holds ~34 MiB of Python objects)."""
+    try:
+        return frozenset(m.group(2) for m in _MSGTYPE.finditer(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIX data dictionary {path}: {exc.strerror}") from None
 
 
 @functools.cache

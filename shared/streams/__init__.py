@@ -74,6 +74,13 @@ def shard_intake_done_key(shard: str, gateway_id: str, run: str) -> str:
     return f"{PREFIX}:{{shard-{shard}}}:intake:{gateway_id}:{run}"
 
 
+def untold_key(gateway_id: str, session: str) -> str:
+    """A list of the ExecutionReports (FIX 4.4 bodies) one session of that gateway was not logged on to
+    hear: the Cancelled of its orders that the start-up sweep (or its end) cancelled, told at its next
+    Logon (services/gateway/untold.py)."""
+    return f"{PREFIX}:{{gw-{gateway_id}}}:untold:{session}"
+
+
 def health_key(service: str, instance: str) -> str:
     """A service instance's heartbeat and counters (a hash with a TTL)."""
     return f"{PREFIX}:health:{service}:{instance}"

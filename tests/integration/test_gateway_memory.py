@@ -53,3 +53,21 @@ def test_a_message_with_groups_the_acceptor_does_not_know_gets_a_business_reject
         assert 373 not in rej
         c.send("AF", [(584, "ms-1"), (585, 7)])
         assert c.expect("j")[372] == "AF"
+
+
+def test_the_other_versions_validate_with_their_own_trimmed_dictionaries(stack: Stack) -> None:
+    # Issue 25: FIX 4.2 and FIXT.1.1 / FIX 5.0 SP2 sessions beside FIX 4.4, each version's installed
+    # dictionary trimmed as FIX 4.4's; FIX 4.2 has no q, r, x, y; the FIXT transport keeps ApplVerID 9.
+    run = stack.log_dir / "run" / "gateway" / stack.gateway_id
+    d42 = load(str(run / "FIXLAB-4.2-acceptor.xml"))
+    assert d42.begin_string == "FIX.4.2"
+    assert set(d42.messages) == {"0", "1", "2", "3", "4", "5", "A", "D", "F", "G", "8", "9", "j", "H", "V",
+                                 "W", "X", "Y"}
+    assert 20 in d42.bodies["8"] and 527 not in d42.bodies["8"]
+    app50 = load(str(run / "FIXLAB-5.0SP2-acceptor.xml"))
+    assert {"D", "8", "r", "y", "W"} <= set(app50.messages) and 880 in app50.bodies["8"]
+    transport = load(str(run / "FIXLAB-5.0SP2-transport.xml"))
+    assert set(transport.fields[1128].enums) == {"9"}
+    cfg = (run / "acceptor.cfg").read_text()
+    assert "BeginString=FIX.4.2\nSenderCompID=FIXLAB\nTargetCompID=CLIENT42-01" in cfg
+    assert "DefaultApplVerID=FIX.5.0SP2" in cfg

@@ -21,16 +21,16 @@ def test_one_gateway_takes_the_pool_as_it_is() -> None:
 def test_two_gateways_deal_the_pool_over_their_ranges() -> None:
     pool = bench_pool(2)
     assert sorted(pool) == list(BENCH_COMP_IDS)
-    assert pool[:4] == ("BENCH001", "BENCH129", "BENCH002", "BENCH130")
+    assert pool[:4] == ("BENCH001", "BENCH113", "BENCH002", "BENCH114")
     assert bench_comp_ids(1, 8, 2) == list(pool[:8])
     assert [gateway_of(c, 2) for c in pool[:8]] == [1, 2] * 4
-    # Three gateways of unequal ranges (86, 85, 85): every CompID once, each in its own gateway's range.
+    # Three gateways of unequal ranges (75, 75, 74): every CompID once, each in its own gateway's range.
     three = bench_pool(3)
     assert sorted(three) == list(BENCH_COMP_IDS)
     assert all(c in gateway_comp_ids(gateway_of(c, 3) or 0, 3).bench for c in three[:9])
     assert [gateway_of(c, 3) for c in three[:6]] == [1, 2, 3, 1, 2, 3]
     with pytest.raises(ValueError, match="outside the pool"):
-        bench_comp_ids(250, 8, 2)
+        bench_comp_ids(220, 8, 2)
 
 
 def test_gateway_addresses_one_each_or_the_runners_layout() -> None:
@@ -47,8 +47,8 @@ def test_each_session_goes_to_its_gateway_and_alternates_instruments() -> None:
     addrs = (("127.0.0.1", 5000), ("127.0.0.1", 6000))
     plans = session_plans(bench_comp_ids(1, 8, 2), addrs, [ACORN, BIRCH])
     got = [(p.comp_id, p.port, p.symbol, p.price) for p in plans]
-    assert got[:4] == [("BENCH001", 5000, *ACORN), ("BENCH129", 6000, *ACORN),
-                       ("BENCH002", 5000, *BIRCH), ("BENCH130", 6000, *BIRCH)]
+    assert got[:4] == [("BENCH001", 5000, *ACORN), ("BENCH113", 6000, *ACORN),
+                       ("BENCH002", 5000, *BIRCH), ("BENCH114", 6000, *BIRCH)]
     # Every gateway carries every instrument.
     assert {(p.port, p.symbol) for p in plans} == {(5000, "ACORN.LAB"), (5000, "BIRCH.LAB"),
                                                    (6000, "ACORN.LAB"), (6000, "BIRCH.LAB")}
@@ -59,14 +59,14 @@ def test_each_session_goes_to_its_gateway_and_alternates_instruments() -> None:
 
 
 def test_initiator_settings_name_each_sessions_gateway() -> None:
-    settings = initiator_settings("127.0.0.1", 5000, ["BENCH001", "BENCH129"],
-                                  addresses={"BENCH129": ("127.0.0.2", 6000)})
+    settings = initiator_settings("127.0.0.1", 5000, ["BENCH001", "BENCH113"],
+                                  addresses={"BENCH113": ("127.0.0.2", 6000)})
 
     def where(comp: str) -> tuple[str, str]:
         d = settings.get(fix.SessionID("FIX.4.4", comp, "FIXLAB"))
         return d.getString("SocketConnectHost"), d.getString("SocketConnectPort")
     assert where("BENCH001") == ("127.0.0.1", "5000")
-    assert where("BENCH129") == ("127.0.0.2", "6000")
+    assert where("BENCH113") == ("127.0.0.2", "6000")
 
 
 def test_the_cli_takes_one_address_or_every_gateways() -> None:

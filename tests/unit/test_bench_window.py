@@ -89,8 +89,8 @@ def test_bad_window_arguments() -> None:
 
 def test_bench_comp_ids_stay_inside_the_pool() -> None:
     assert bench_comp_ids(1, 2) == ["BENCH001", "BENCH002"]
-    assert bench_comp_ids(255, 2) == ["BENCH255", "BENCH256"]
+    assert bench_comp_ids(223, 2) == ["BENCH223", "BENCH224"]
     with pytest.raises(ValueError, match="outside the pool"):
-        bench_comp_ids(256, 2)
+        bench_comp_ids(224, 2)
     with pytest.raises(ValueError):
         bench_comp_ids(0, 1)

@@ -23,10 +23,15 @@ ENV = {"REDIS_URL": "redis://127.0.0.1:1/0"}
 
 def test_pools_cover_every_compid_with_their_reset_policy() -> None:
     specs = {s.target: s for s in pool_sessions()}
-    assert len(specs) == 16 + 256 + 8 + 64
+    assert len(specs) == 16 + 224 + 8 + 64 + 4 * 8  # 344, as before issue 25
     assert specs["CLIENT01"].options["ResetOnLogon"] == "N"
-    for comp in ("BENCH256", "BOT08", "LAB064"):
+    for comp in ("BENCH224", "BOT08", "LAB064", "BENCH42-008", "BENCH50-008"):
         assert specs[comp].options["ResetOnLogon"] == "Y" and specs[comp].sender == "FIXLAB"
+    # FIX 4.2 and FIXT.1.1 / 5.0 SP2 beside FIX 4.4 (issue 25): clients keep their sequence numbers.
+    assert {specs[c].begin for c in ("CLIENT42-01", "BENCH42-001")} == {"FIX.4.2"}
+    assert {specs[c].begin for c in ("CLIENT50-08", "BENCH50-001")} == {"FIXT.1.1"}
+    assert specs["CLIENT42-01"].options["ResetOnLogon"] == "N"
+    assert specs["CLIENT50-01"].trd_match_id and not specs["CLIENT42-01"].trd_match_id
 
 
 def test_user_file_adds_sessions_with_defaults() -> None:
@@ -45,14 +50,17 @@ def test_the_exchanges_own_session_keys_are_read_and_never_given_to_quickfix(tmp
     assert "SendTrdMatchID" not in text and "CancelOnDisconnect" not in text
     # Out of the box: the bots and the lab ask for 880; every pool session cancels on disconnect.
     pools = pool_sessions()
-    assert trd_match_sessions(pools) == {s.target for s in pools if s.target[:3] in ("BOT", "LAB")}
+    assert trd_match_sessions(pools) == {s.target for s in pools
+                                         if s.target[:3] in ("BOT", "LAB") or s.begin == "FIXT.1.1"}
     assert cancel_on_disconnect_sessions(pools) == {s.target for s in pools}
 
 
 @pytest.mark.parametrize(("text", "problem"), [
     ("[SESSION]\nTargetCompID=A\nSendTrdMatchID=maybe\n", "must be Y or N"),
     ("[SESSION]\nSenderCompID=X\n", "TargetCompID"),
-    ("[SESSION]\nTargetCompID=A\nBeginString=FIX.4.2\n", "FIX.4.4 only"),
+    ("[SESSION]\nTargetCompID=A\nBeginString=FIX.4.3\n", "speaks FIX.4.2, FIX.4.4, FIXT.1.1"),
+    ("[SESSION]\nTargetCompID=A\nBeginString=FIXT.1.1\nDefaultApplVerID=7\n", "FIX.5.0SP2, ApplVerID 9"),
+    ("[SESSION]\nTargetCompID=A\nDefaultApplVerID=9\n", "FIXT.1.1 sessions only"),
     ("TargetCompID=A\n", r"before any \[SESSION\]"),
     ("[SESSIONS]\n", "unknown section"),
     ("[SESSION]\nTargetCompID\n", "not Key=Value"),
@@ -80,6 +88,27 @@ def test_settings_text_is_a_quickfix_acceptor_file(tmp_path: Path) -> None:
     settings = fix.SessionSettings(str(path))
     assert settings.size() == 2
     assert "UseDataDictionary=Y" in text and "SocketAcceptPort=4242" in text
+
+
+def test_sessions_of_other_versions_get_their_own_dictionaries(tmp_path: Path) -> None:
+    import quickfix as fix
+
+    specs = parse_sessions_text("[SESSION]\nTargetCompID=A42\nBeginString=FIX.4.2\n"
+                                "[SESSION]\nTargetCompID=A50\nBeginString=FIXT.1.1\nDefaultApplVerID=9\n")
+    assert not specs[0].trd_match_id and specs[1].trd_match_id  # 880 is standard in 5.0 SP2
+    with pytest.raises(ConfigError, match=r"no dictionary for FIX\.4\.2"):
+        settings_text(specs, port=1, host="", data_dictionary=tmp_path / "FIX44.xml")
+    text = settings_text(specs, port=4242, host="", data_dictionary=tmp_path / "FIX44.xml", version_settings={
+        "FIX.4.2": {"DataDictionary": "/d/42.xml"},
+        "FIXT.1.1": {"TransportDataDictionary": "/d/t.xml", "AppDataDictionary": "/d/50.xml",
+                     "DefaultApplVerID": "FIX.5.0SP2"}})
+    path = tmp_path / "a.cfg"
+    path.write_text(text)
+    settings = fix.SessionSettings(str(path))
+    fixt = settings.get(fix.SessionID("FIXT.1.1", "FIXLAB", "A50"))
+    assert fixt.getString("AppDataDictionary") == "/d/50.xml"
+    assert fixt.getString("DefaultApplVerID") == "FIX.5.0SP2"
+    assert settings.get(fix.SessionID("FIX.4.2", "FIXLAB", "A42")).getString("DataDictionary") == "/d/42.xml"
 
 
 def test_gateway_settings_defaults_and_errors(tmp_path: Path) -> None:

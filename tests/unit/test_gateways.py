@@ -11,8 +11,12 @@ from services.gateway.config import gateway_settings
 from services.gateway.sessions import cancel_on_disconnect_sessions, load_sessions, pool_sessions
 from services.stack import cluster_defaults, gateway_instances, stack_specs
 from shared.compids import (
+    BENCH42_COMP_IDS,
+    BENCH50_COMP_IDS,
     BENCH_COMP_IDS,
     BOT_COMP_IDS,
+    CLIENT42_COMP_IDS,
+    CLIENT50_COMP_IDS,
     CLIENT_COMP_IDS,
     LAB_COMP_IDS,
     MAX_GATEWAYS,
@@ -24,7 +28,8 @@ from shared.compids import (
 from shared.config import ConfigError, parse_instruments
 
 ENV = {"REDIS_URL": "redis://127.0.0.1:1/0"}
-POOLS = (CLIENT_COMP_IDS, BENCH_COMP_IDS, BOT_COMP_IDS, LAB_COMP_IDS)
+POOLS = (CLIENT_COMP_IDS, BENCH_COMP_IDS, BOT_COMP_IDS, LAB_COMP_IDS, CLIENT42_COMP_IDS, CLIENT50_COMP_IDS,
+         BENCH42_COMP_IDS, BENCH50_COMP_IDS)
 
 
 @pytest.mark.parametrize("count", range(1, MAX_GATEWAYS + 1))
@@ -40,15 +45,15 @@ def test_the_ranges_of_every_pool_are_disjoint_contiguous_and_cover_it(count: in
 
 def test_one_gateway_accepts_every_pool_whole_as_before() -> None:
     ids = gateway_comp_ids()
-    assert (ids.clients, ids.bench, ids.bots, ids.labs) == POOLS
+    assert ids.pools() == POOLS
     assert {s.target for s in pool_sessions()} == set(itertools.chain(*POOLS))
     assert bot_comp_ids(2) == ("BOT01", "BOT02")  # the bots make run always had
 
 
 def test_two_gateways_split_each_pool_in_halves() -> None:
     one, two = gateway_comp_ids(1, 2), gateway_comp_ids(2, 2)
-    assert one.summary() == "CLIENT01-08, BENCH001-128, BOT01-04, LAB001-032"
-    assert two.summary() == "CLIENT09-16, BENCH129-256, BOT05-08, LAB033-064"
+    assert one.summary() == "CLIENT01-08, BENCH001-112, BOT01-04, LAB001-032"
+    assert two.summary() == "CLIENT09-16, BENCH113-224, BOT05-08, LAB033-064"
     assert gateway_of("CLIENT09", 2) == 2 and gateway_of("LAB032", 2) == 1
     assert gateway_of("ACME", 2) is None  # a user's own session: in no pool
     # The bots are dealt to the gateways in turn, so each carries quotes.

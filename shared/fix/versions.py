@@ -1,0 +1,120 @@
+"""The FIX versions the exchange speaks, and everything that differs between them, in one table.
+
+The exchange's own language is FIX 4.4: the gateway translates to and from it, and a session of
+another version sees the same messages rewritten at its edge (``services/gateway/dialects.py``
+applies this table; nothing else in the gateway knows a version). Each version validates with the
+dictionary the quickfix package installs for it (``<sys.prefix>/share/quickfix/``), trimmed for the
+acceptor as FIX 4.4's is (``shared.fix.dictionary.acceptor_dictionary``).
+
+What differs, and where it is written here:
+
+- FIX 4.2 (``FIX.4.2``, FIX42.xml): ExecutionReports carry ExecTransType (20): 0 New, 3 Status on an
+  order status report; ExecType has no Trade (F) and no Order status (I): a fill is 1 (Partial
+  fill) or 2 (Fill) as its OrdStatus, a status report says the order's state (150 = its 39). It has
+  neither SecondaryExecID (527) nor TrdMatchID (880): the trade's match id travels in Text (58) as
+  ``TrdMatchID=<id>``. Fields FIX 4.2 does not list in a message (OrdStatusReqID 790 among them)
+  are left out, and enum values it does not define take their nearest meaning (``ENUM_FALLBACK``).
+  FIX 4.2 has no OrderMassCancelRequest (q) nor SecurityListRequest (x) (both came with 4.3): a 4.2
+  session that sends one gets the engine's session Reject "Invalid MsgType" (373=11).
+  NewOrderSingle and OrderCancelReplaceRequest need HandlInst (21) there: the client sends it, the
+  exchange ignores it, as it ignores it in 4.4.
+- FIX 5.0 SP2 over FIXT.1.1 (``FIXT.1.1``, FIXT11.xml for the session level, FIX50SP2.xml for the
+  application, DefaultApplVerID 9): TrdMatchID (880) is a standard field of ExecutionReport, so
+  every fill carries it besides SecondaryExecID (527). It requires two fields FIX 4.4 does not:
+  LastUpdateTime (779) in a MarketDataSnapshotFullRefresh (W), the time it is sent, and
+  MassActionReportID (1369) in an OrderMassCancelReport (r), its OrderID (37).
+  The messages a client sends keep, in the acceptor's dictionary, what 5.0 SP2 requires in them and
+  the fields FIX 4.4 lists there outside repeating groups: a client that sends another field, or
+  an optional group (Parties, say), gets a session Reject naming it. The whole of 5.0 SP2's messages,
+  with their Instrument and Parties trees, costs ~10 times FIX 4.4's per session, and QuickFIX copies
+  the dictionary into every session (the gateway's 200 MiB with every session configured).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIX42 = "FIX.4.2"
+FIX44 = "FIX.4.4"
+FIXT11 = "FIXT.1.1"
+APPL_VER_ID_50SP2 = "9"  # ApplVerID / DefaultApplVerID (1137) of FIX.5.0SP2
+APPL_VER_ID_NAME_50SP2 = "FIX.5.0SP2"  # the same, as QuickFIX's settings spell it
+
+
+@dataclass(frozen=True, slots=True)
+class FixVersion:
+    """One version the exchange speaks: its name for people and its wire and dictionary facts."""
+
+    name: str  # "4.2", "4.4", "5.0SP2": the bench's --fix-version, the page's choice
+    begin_string: str  # BeginString (8) of its sessions
+    app_file: str  # the installed dictionary of its application messages
+    transport_file: str | None = None  # FIXT only: the session level's own dictionary
+    default_appl_ver_id: str | None = None  # FIXT only: DefaultApplVerID (1137) on the Logon
+    # ExecutionReports: ExecTransType (20) on each, and no ExecType F or I (FIX 4.2).
+    exec_trans_type: bool = False
+    # Where a fill's match id goes: tags of SecondaryExecID/TrdMatchID it keeps, or Text (58).
+    match_id_in_text: bool = False
+    trd_match_id: bool = False  # every fill carries TrdMatchID (880): a standard field here
+    # An enum value this version's dictionary does not define, per tag: the value sent instead.
+    enum_fallback: Mapping[int, str] = field(default_factory=dict)
+    # The messages a client sends keep only the tags FIX 4.4 lists in them (see the module's doc).
+    received_as_fix44: bool = False
+    # Fields this version requires where FIX 4.4 has none, per MsgType: tag -> where its value comes
+    # from: another tag of the message ("tag:37"), or the time of sending ("now").
+    required_added: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether FIX 4.4's bodies must be rewritten for this version (services/gateway/dialects.py)."""
+        return (self.exec_trans_type or self.match_id_in_text or bool(self.enum_fallback)
+                or bool(self.required_added))
+
+    @property
+    def fixt(self) -> bool:
+        return self.transport_file is not None
+
+    def app_dictionary(self) -> Path:
+        """The installed dictionary of this version's application messages."""
+        return installed(self.app_file)
+
+    def transport_dictionary(self) -> Path:
+        """The installed dictionary of this version's session level (the application's, but FIXT)."""
+        return installed(self.transport_file or self.app_file)
+
+
+VERSIONS: dict[str, FixVersion] = {
+    "4.2": FixVersion(
+        "4.2", FIX42, "FIX42.xml", exec_trans_type=True, match_id_in_text=True,
+        # OrdRejReason 0-8 (13 Incorrect quantity, 99 Other... came with 4.3): 0 Broker option.
+        # CxlRejReason 0-3 (99 Other came with 4.3): 2 Broker option.
+        enum_fallback={103: "0", 102: "2"}),
+    "4.4": FixVersion("4.4", FIX44, "FIX44.xml"),
+    "5.0SP2": FixVersion("5.0SP2", FIXT11, "FIX50SP2.xml", "FIXT11.xml", APPL_VER_ID_50SP2,
+                         trd_match_id=True, received_as_fix44=True,
+                         # MarketDataSnapshotFullRefresh requires LastUpdateTime (779); an
+                         # OrderMassCancelReport, MassActionReportID (1369): its OrderID (37).
+                         required_added={"W": {779: "now"}, "r": {1369: "tag:37"}}),
+}
+BY_BEGIN_STRING: dict[str, FixVersion] = {v.begin_string: v for v in VERSIONS.values()}
+DEFAULT = VERSIONS["4.4"]
+
+
+def installed(file_name: str) -> Path:
+    """A dictionary the quickfix package installs (``FIX42.xml``, ``FIXT11.xml``...)."""
+    return Path(sys.prefix) / "share" / "quickfix" / file_name
+
+
+def version(name: str) -> FixVersion:
+    """The version named ``name`` ("4.2", "4.4", "5.0SP2"; also "FIX.4.2", "FIXT.1.1", "50SP2")."""
+    key = name.strip()
+    if key in VERSIONS:
+        return VERSIONS[key]
+    if key in BY_BEGIN_STRING:
+        return BY_BEGIN_STRING[key]
+    aliases = {"42": "4.2", "44": "4.4", "50SP2": "5.0SP2", "5.0": "5.0SP2", "FIX.5.0SP2": "5.0SP2"}
+    if key.upper().replace("FIX", "").strip(".") in aliases:
+        return VERSIONS[aliases[key.upper().replace("FIX", "").strip(".")]]
+    raise ValueError(f"FIX version {name!r}: one of {', '.join(VERSIONS)}")
