@@ -21,7 +21,7 @@ from shared.streams.__main__ import run as streams
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "client": ("services.client", "a FIX 4.4 initiator in the terminal (fixlab client --help)"),
     "scenario": ("services.client.scenario", "play scenario files against the exchange (docs/scenarios.md)"),
-    "certify": ("services.certify", "certify a FIX client: the exchange plays a script at it (docs/certify.md)"),
+    "certify": ("services.certify", "certify a FIX client: the exchange plays a script at it"),
 }
 
 

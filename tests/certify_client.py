@@ -42,9 +42,10 @@ DataDictionary={installed_dictionary()}
 """
 
 
-class Client(fix.Application):
+class Orders:
+    """What a client does with the script's instructions, whatever its engine: pure."""
+
     def __init__(self, broken: bool) -> None:
-        super().__init__()
         self.broken = broken
         self.ids = itertools.count(1)
         self.first = ""  # the first order's ClOrdID (the broken client reuses it)
@@ -52,6 +53,54 @@ class Client(fix.Application):
         self.order: dict[int, str] = {}  # the last order: its fields, 11 its current ClOrdID
         self.origin = ""  # the last order's first ClOrdID
         self.pending = ""  # ClOrdID of a replace sent, not yet answered
+
+    def received(self, fields: dict[int, str]) -> tuple[str, list[tuple[int, str]]] | None:
+        """The message to send in answer to one received (MsgType, body fields), if any."""
+        kind = fields.get(35)
+        if kind == "8" and fields.get(150) == "5" and fields.get(11) == self.pending:
+            self.order[11] = self.pending  # the replace took: its ClOrdID is the order's now
+        if kind == "9" and fields.get(11) == self.pending:
+            self.pending = ""
+        if kind != "B":
+            return None
+        words = fields.get(148, "").split()
+        if words[:1] == ["order"]:
+            _, side, qty, symbol, price = words[:5]
+            self.orders += 1
+            clordid = self.first if self.broken and self.orders == 2 else self.clordid()
+            self.first = self.first or clordid
+            self.origin = clordid
+            self.order = {11: clordid, 55: symbol, 54: "1" if side == "buy" else "2", 38: qty, 40: "2",
+                          44: price}
+            return "D", [*self.order.items(), (60, now())]
+        if words[:1] == ["replace"]:
+            self.pending = self.clordid()
+            return "G", [(41, self.order[11]), (11, self.pending), (55, self.order[55]), (54, self.order[54]),
+                         (38, words[1]), (40, "2"), (44, self.order[44]), (60, now())]
+        if words[:1] == ["cancel"]:
+            orig = self.origin if self.broken else self.order[11]
+            return "F", [(41, orig), (11, self.clordid()), (55, self.order[55]), (54, self.order[54]),
+                         (38, self.order[38]), (60, now())]
+        return None
+
+    def clordid(self) -> str:
+        return f"c{time.time_ns() % 10**9}-{next(self.ids)}"
+
+
+def fields_of(raw: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for item in raw.split(SOH):
+        tag, _, value = item.partition("=")
+        if tag.isdigit():
+            out.setdefault(int(tag), value)
+    return out
+
+
+class Client(fix.Application):
+    def __init__(self, broken: bool) -> None:
+        super().__init__()
+        self.broken = broken
+        self.orders = Orders(broken)
         self.done = threading.Event()
         self.sid: fix.SessionID | None = None
 
@@ -75,38 +124,11 @@ class Client(fix.Application):
 
     def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None:
         try:
-            self.on_app(msg)
+            answer = self.orders.received(fields_of(msg.toString()))
+            if answer is not None:
+                self.send(*answer)
         except Exception as exc:
             print(f"fromApp: {exc!r}", file=sys.stderr)
-
-    def on_app(self, msg: fix.Message) -> None:
-        kind = msg.getHeader().getField(35)
-        if kind == "8" and msg.getField(150) == "5" and msg.getField(11) == self.pending:
-            self.order[11] = self.pending  # the replace took: its ClOrdID is the order's now
-        if kind == "9" and msg.getField(11) == self.pending:
-            self.pending = ""
-        if kind != "B":
-            return
-        words = msg.getField(148).split()
-        if words[:1] == ["order"]:
-            _, side, qty, symbol, price = words[:5]
-            self.orders += 1
-            clordid = self.first if self.broken and self.orders == 2 else self.clordid()
-            self.first = self.first or clordid
-            self.origin = clordid
-            self.order = {11: clordid, 55: symbol, 54: "1" if side == "buy" else "2", 38: qty, 40: "2", 44: price}
-            self.send("D", [*self.order.items(), (60, now())])
-        elif words[:1] == ["replace"]:
-            self.pending = self.clordid()
-            self.send("G", [(41, self.order[11]), (11, self.pending), (55, self.order[55]), (54, self.order[54]),
-                            (38, words[1]), (40, "2"), (44, self.order[44]), (60, now())])
-        elif words[:1] == ["cancel"]:
-            orig = self.origin if self.broken else self.order[11]
-            self.send("F", [(41, orig), (11, self.clordid()), (55, self.order[55]), (54, self.order[54]),
-                            (38, self.order[38]), (60, now())])
-
-    def clordid(self) -> str:
-        return f"c{time.time_ns() % 10**9}-{next(self.ids)}"
 
     def send(self, msg_type: str, fields: list[tuple[int, str]]) -> None:
         body = "".join(f"{t}={v}{SOH}" for t, v in [(35, msg_type), *fields])

@@ -11,12 +11,13 @@ never logged on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from services.certify.acceptor import SENDER, CertAcceptor
+from services.certify.acceptor import SENDER, CertAcceptor, CertifyError
 from services.certify.report import as_json, as_markdown, summary
 from services.certify.run import FAIL, Certifier
 from services.certify.script import parse
@@ -29,7 +30,7 @@ DEFAULT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "certify" / "
 
 
 class _Record:
-    __slots__ = ("source", "raw", "withheld", "ns")
+    __slots__ = ("ns", "raw", "source", "withheld")
 
     def __init__(self, source: str, raw: bytes, withheld: bool, ns: int) -> None:
         self.source, self.raw, self.withheld, self.ns = source, raw, withheld, ns
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             tap.open(args.port)
         except OSError as exc:
-            print(f"fixlab certify: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"fixlab certify: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}",
+                  file=sys.stderr)
             return 2
         say(f"certify: point your client at 127.0.0.1:{tap.port} as SenderCompID {args.comp}, "
             f"TargetCompID {SENDER}, FIX.4.4; waiting up to {args.logon_timeout:g} s for its Logon")
@@ -80,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.monotonic() - t0 - logon_wait
     finally:
         if acceptor.logged_on:
-            acceptor.logout("certification over")
-            acceptor.wait_logout(5)
+            with contextlib.suppress(CertifyError):  # it may have logged out meanwhile
+                acceptor.logout("certification over")
+                acceptor.wait_logout(5)
         tap.close()
         loop.stop()
         acceptor.stop()

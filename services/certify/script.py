@@ -131,7 +131,8 @@ class _CertParser(_Parser):
         elif verb == "sequence-reset":
             if not rest or rest[0] not in ("gap-fill", "reset"):
                 raise _Bad("sequence-reset C gap-fill|reset N")
-            made = SequenceReset(where, session, rest[0] == "gap-fill", self.count(rest[1:], "sequence-reset C reset 5"))
+            count = self.count(rest[1:], "sequence-reset C reset 5")
+            made = SequenceReset(where, session, rest[0] == "gap-fill", count)
         elif verb == "logout":
             made = Logout(where, session, rest[0] if rest else "")
         else:
@@ -171,5 +172,15 @@ class _CertParser(_Parser):
         return int(rest[0])
 
 
-__all__ = ["parse", "seconds", "CertStep", "Check", "Instruct", "Inject", "SkipSeq", "SequenceReset",
-           "Logout", "Unique"]
+__all__ = [
+    "CertStep",
+    "Check",
+    "Inject",
+    "Instruct",
+    "Logout",
+    "SequenceReset",
+    "SkipSeq",
+    "Unique",
+    "parse",
+    "seconds",
+]

@@ -3,13 +3,13 @@
 One implementation serves the gateway's lab sessions (services/gateway/lab) and the terminal client
 (services/client): each puts its own QuickFIX initiator behind a tap.
 
-It frames whole FIX messages (``shared.fix.codec.split_frames``), records every one with a timestamp and
-forwards it unchanged. It can withhold the next message the client's engine sends, or everything
+It frames whole FIX messages (``shared.fix.codec.split_frames``), records every one with a timestamp
+and forwards it unchanged. It can withhold the next message the client's engine sends, or everything
 it sends (silent), so the exchange sees a gap or silence and the engines react as engines do. The
 tap never edits a FIX message; it writes one of its own only when told to (``inject``: the bytes no
-engine sends on purpose, a bad CheckSum or a garbled message, for certification). One asyncio loop in one thread serves every tap of a
-gateway: a few dozen mostly idle connections need no more, and backpressure (``drain``) plus the
-framer's bounded remainder keep every buffer bounded.
+engine sends on purpose, a bad CheckSum or a garbled message, for certification). One asyncio loop
+in one thread serves every tap of a gateway: a few dozen mostly idle connections need no more, and
+backpressure (``drain``) plus the framer's bounded remainder keep every buffer bounded.
 """
 
 from __future__ import annotations
