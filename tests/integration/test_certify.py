@@ -44,7 +44,7 @@ class Run:
     def start(self) -> None:
         with self.out.open("wb") as out:
             self.procs.append(subprocess.Popen(
-                [sys.executable, "-X", "faulthandler", "-m", "services.certify", "--comp", self.comp,
+                [sys.executable, "-X", "faulthandler", "-m", "services.client.certify", "--comp", self.comp,
                  "--port", str(self.port),
                  "--json", str(self.json), "--report", str(self.md), "--logon-timeout", "30"],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))

@@ -8,9 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from services.certify.report import as_json, as_markdown
-from services.certify.run import Outcome, checksum, frame, names_in
-from services.certify.script import Check, Inject, Instruct, Logout, SequenceReset, SkipSeq, Unique, parse
+from services.client.certify.report import as_json, as_markdown
+from services.client.certify.run import Outcome, checksum, frame, names_in
+from services.client.certify.script import (
+    Check,
+    Inject,
+    Instruct,
+    Logout,
+    SequenceReset,
+    SkipSeq,
+    Unique,
+    parse,
+)
 from services.client.scenario.syntax import Expect, Logon, ScenarioSyntaxError, Send
 
 ROOT = Path(__file__).resolve().parents[2]

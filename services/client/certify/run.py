@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from services.certify.acceptor import BEGIN, SENDER, CertAcceptor
-from services.certify.script import Check, Inject, Instruct, Logout, SequenceReset, SkipSeq, Unique
+from services.client.certify.acceptor import BEGIN, SENDER, CertAcceptor
+from services.client.certify.script import Check, Inject, Instruct, Logout, SequenceReset, SkipSeq, Unique
 from services.client.scenario.match import (
     Capture,
     Exact,

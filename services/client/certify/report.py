@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from services.certify.run import FAIL, PASS, SKIP, Outcome
+from services.client.certify.run import FAIL, PASS, SKIP, Outcome
 
 MARK = {PASS: "PASS", FAIL: "FAIL", SKIP: "skip"}
 
