@@ -37,6 +37,7 @@ class Run:
         self.out = tmp / f"{name}.out"
         self.json = tmp / f"{name}.json"
         self.md = tmp / f"{name}.md"
+        self.html = tmp / f"{name}.html"
         self.comp, self.client_cmd = comp, client
         self.procs: list[subprocess.Popen[bytes]] = []
         self.started = 0.0
@@ -46,7 +47,8 @@ class Run:
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-X", "faulthandler", "-m", "services.client.certify", "--comp", self.comp,
                  "--port", str(self.port),
-                 "--json", str(self.json), "--report", str(self.md), "--logon-timeout", "30"],
+                 "--json", str(self.json), "--report", str(self.md), "--html", str(self.html),
+                 "--logon-timeout", "30"],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
         eventually(lambda: b"point your client" in self.out.read_bytes(), timeout=30,
                    what="certify listening")
@@ -122,3 +124,5 @@ def test_two_runs_at_once_the_broken_client_fails_exactly_its_three_defects(tmp_
     assert any("used again" in line for line in failed["fresh-clordids"]["lines"])
     md = bad.md.read_text()
     assert "## FAIL `test-request`" in md and "## FAIL `garbled`" not in md
+    page = bad.html.read_text()
+    assert "12 passed, 3 failed, 0 skipped" in page and "<section id='cancel-reject'>" in page

@@ -4,11 +4,13 @@ runner injects, and the report: pure code."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from services.client.certify.report import as_json, as_markdown
+from services.client.certify.report import as_html, as_json, as_markdown
 from services.client.certify.run import Outcome, checksum, frame, names_in
 from services.client.certify.script import (
     Check,
@@ -97,3 +99,20 @@ def test_the_report_shows_failures_with_their_wire() -> None:
     assert "not played: why" in md
     data = json.loads(as_json(meta, outcomes))
     assert data["summary"] == {"pass": 1, "fail": 1, "skip": 1} and data["checks"][1]["wire"]
+
+
+def test_the_page_escapes_what_it_shows() -> None:
+    outcomes = [Outcome("b", "second <b>", "fail", "s:3", "expect C 35=0", ["expected <x>"],
+                        ["client -> Heartbeat 35=0 #3  Text(58)=<script>"])]
+    page = as_html({"comp_id": "CERT01", "script": "s", "started": "now", "seconds": 1.0}, outcomes)
+    assert page.startswith("<!doctype html>") and "0 passed, 1 failed, 0 skipped" in page
+    assert "<script>" not in page and "Text(58)=&lt;script&gt;" in page and "id='b'" in page
+
+
+def test_certification_never_loads_the_bus() -> None:
+    # No Redis client, no stream: a certification cannot reach a book, so it leaves no order resting.
+    code = ("import sys, services.client.certify.__main__; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'hiredis', 'msgpack') "
+            "or m.startswith('shared.streams')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

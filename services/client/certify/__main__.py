@@ -2,6 +2,7 @@
 waits for the client's Logon, plays the script at it, and writes the report.
 
     fixlab certify --comp CERT01 [--port 9880] [--script FILE] [--report out.md] [--json out.json]
+                   [--html out.html]
 
 Point the client at 127.0.0.1:PORT, SenderCompID = the CompID, TargetCompID FIXLAB, FIX.4.4.
 Exit 0 when every check passed (skips allowed), 1 when one failed, 2 on bad input, 3 when the client
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from services.client.certify.acceptor import SENDER, CertAcceptor, CertifyError
-from services.client.certify.report import as_json, as_markdown, summary
+from services.client.certify.report import as_html, as_json, as_markdown, summary
 from services.client.certify.run import FAIL, Certifier
 from services.client.certify.script import parse
 from services.client.scenario.runner import Inbox, new_run_id
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--script", default=str(DEFAULT_SCRIPT), help="a certification script")
     p.add_argument("--report", help="write the Markdown report here")
     p.add_argument("--json", help="write the JSON report here")
+    p.add_argument("--html", help="write the report as a page (one self-contained HTML file) here")
     p.add_argument("--logon-timeout", type=float, default=120.0, help="seconds to wait for the Logon")
     p.add_argument("--heartbeat", type=int, default=30, help="the acceptor's HeartBtInt")
     args = p.parse_args(argv)
@@ -101,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.report).write_text(as_markdown(meta, outcomes))
     if args.json:
         Path(args.json).write_text(as_json(meta, outcomes))
-    if not args.report and not args.json:
+    if args.html:
+        Path(args.html).write_text(as_html(meta, outcomes))
+    if not args.report and not args.json and not args.html:
         sys.stdout.write(as_markdown(meta, outcomes))
     if not inbox.seen:
         return 3
