@@ -157,12 +157,14 @@ class Certifier:
     def wire(self, start: int) -> list[str]:
         with self.inbox.changed:
             seen = self.inbox.seen[start:]
-        out = []
-        for s in seen:
-            named = line(parse(s.raw, self.dictionary), s.source, s.withheld)
-            out.append(named.replace("->", "client ->", 1) if s.source == CLIENT
-                       else named.replace("<-", "exchange <-", 1))
-        return out
+        return [self.named(s) for s in seen]
+
+    def named(self, seen: Seen) -> str:
+        """One message on one line, every field named as the page names it."""
+        text = line(parse(seen.raw, self.dictionary), seen.source, seen.withheld)
+        if seen.source == CLIENT:
+            return text.replace("->", "client ->", 1)
+        return text.replace("<-", "exchange <-", 1)
 
     # ------------------------------------------------------------------ steps
 
@@ -286,8 +288,8 @@ class Certifier:
                 continue
             for value in values_of(seen.fields, step.tag)[:1]:
                 if value in first:
-                    lines += [f"{step.tag}={value} used again:", f"    {first[value].text()}",
-                              f"    {seen.text()}"]
+                    lines += [f"{step.tag}={value} used again:", f"    {self.named(first[value])}",
+                              f"    {self.named(seen)}"]
                 else:
                     first[value] = seen
         if lines:
