@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import time
 import traceback
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--logon-timeout", type=float, default=120.0, help="seconds to wait for the Logon")
     p.add_argument("--heartbeat", type=int, default=30, help="the acceptor's HeartBtInt")
     args = p.parse_args(argv)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", args.comp):
+        print(f"fixlab certify: --comp {args.comp!r}: letters, digits, '_', '.', '-'", file=sys.stderr)
+        return 2
     try:
         script = parse(Path(args.script).read_text(), args.script)
     except (OSError, ScenarioSyntaxError) as exc:
