@@ -3,6 +3,7 @@
     fixlab list|tail|show|pending ...   the bus inspector (shared/streams/__main__.py), unchanged
     fixlab client ...                   the terminal FIX client (python -m services.client)
     fixlab scenario FILE...             play scenarios (python -m services.client.scenario)
+    fixlab certify --comp CERT01        certify a FIX client (python -m services.client.certify)
 
 A subcommand that belongs to a service runs that service's module as ``python -m`` would (``runpy``),
 named by a string as the runner names the services it starts: this module imports no service
@@ -20,6 +21,7 @@ from shared.streams.__main__ import run as streams
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "client": ("services.client", "a FIX 4.4 initiator in the terminal (fixlab client --help)"),
     "scenario": ("services.client.scenario", "play scenario files against the exchange (docs/scenarios.md)"),
+    "certify": ("services.client.certify", "certify a FIX client: the exchange plays a script at it"),
 }
 
 

@@ -3,12 +3,13 @@
 One implementation serves the gateway's lab sessions (services/gateway/lab) and the terminal client
 (services/client): each puts its own QuickFIX initiator behind a tap.
 
-It frames whole FIX messages (``shared.fix.codec.split_frames``), records every one with a timestamp and
-forwards it unchanged. It can withhold the next message the client's engine sends, or everything
+It frames whole FIX messages (``shared.fix.codec.split_frames``), records every one with a timestamp
+and forwards it unchanged. It can withhold the next message the client's engine sends, or everything
 it sends (silent), so the exchange sees a gap or silence and the engines react as engines do. The
-tap never writes or edits a FIX message. One asyncio loop in one thread serves every tap of a
-gateway: a few dozen mostly idle connections need no more, and backpressure (``drain``) plus the
-framer's bounded remainder keep every buffer bounded.
+tap never edits a FIX message; it writes one of its own only when told to (``inject``: the bytes no
+engine sends on purpose, a bad CheckSum or a garbled message, for certification). One asyncio loop
+in one thread serves every tap of a gateway: a few dozen mostly idle connections need no more, and
+backpressure (``drain``) plus the framer's bounded remainder keep every buffer bounded.
 """
 
 from __future__ import annotations
@@ -129,10 +130,26 @@ class Tap:
         """No engine connection is being relayed (the last one's on_closed has been called)."""
         return not self._busy
 
-    def open(self) -> int:
-        """Listen on a free loopback port; return it."""
-        self.port = self._loop.call(self._listen())
+    def open(self, port: int = 0) -> int:
+        """Listen on loopback, on ``port`` (0: a free one); return the port."""
+        self.port = self._loop.call(self._listen(port))
         return self.port
+
+    def inject(self, raw: bytes) -> None:
+        """Write ``raw`` to the engine's connection as if the exchange had sent it, between two whole
+        messages, and record it as from the exchange. Raise ConnectionError when no engine is connected."""
+        self._loop.call(self._inject(raw))
+
+    async def _inject(self, raw: bytes) -> None:
+        if not self._writers:
+            raise ConnectionError("no engine is connected to the tap")
+        self.records += 1
+        try:
+            self.on_record(self.records, EXCHANGE, raw, False, time.time_ns())
+        except Exception:
+            log.exception("tap on_record callback failed")
+        self._writers[0].write(raw)
+        await self._writers[0].drain()
 
     def close(self) -> None:
         """Stop listening and close any connection (idempotent)."""
@@ -151,8 +168,8 @@ class Tap:
         with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
             self._loop.call(_hang_up(), timeout=5)
 
-    async def _listen(self) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+    async def _listen(self, port: int = 0) -> int:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
         self._loop.open.add(self._server)
         return int(self._server.sockets[0].getsockname()[1])
 

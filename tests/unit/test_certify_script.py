@@ -1,0 +1,118 @@
+"""Certification scripts (the scenario format, roles reversed, a few more steps), the frames the
+runner injects, and the report: pure code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.client.certify.report import as_html, as_json, as_markdown
+from services.client.certify.run import Outcome, checksum, frame, names_in
+from services.client.certify.script import (
+    Check,
+    Inject,
+    Instruct,
+    Logout,
+    SequenceReset,
+    SkipSeq,
+    Unique,
+    parse,
+)
+from services.client.scenario.syntax import Expect, Logon, ScenarioSyntaxError, Send
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_default_script_parses_into_named_checks() -> None:
+    script = parse((ROOT / "scripts/certify/default.scenario").read_text(), "default")
+    checks = [s.name for s in script.steps if isinstance(s, Check)]
+    assert checks[:2] == ["test-request", "resend-request"] and checks[-1] == "logout"
+    assert len(checks) == len(set(checks)) == 15
+    assert isinstance(script.steps[0], Logon)
+
+
+def test_each_new_step() -> None:
+    text = """logon C CERT01
+check one "the first"
+instruct C "order buy 1 X 1.00 $comp"
+expect C 35=D 11=$c1
+send C 35=8 11=$c1 150=0
+inject C bad-checksum 35=1 112=$run-x
+inject C garbled
+inject C raw '8=FIX.4.4|9=5|35=0|10=000|'
+skip-seq C 3
+sequence-reset C gap-fill 4
+sequence-reset C reset 5
+logout C "bye"
+unique C 11 35~'D|F|G'
+"""
+    steps = parse(text).steps
+    kinds = [type(s) for s in steps]
+    assert kinds == [Logon, Check, Instruct, Expect, Send, Inject, Inject, Inject, SkipSeq, SequenceReset,
+                     SequenceReset, Logout, Unique]
+    bad, garbled, raw = steps[5], steps[6], steps[7]
+    assert isinstance(bad, Inject) and bad.kind == "bad-checksum" and [t for t, _ in bad.fields] == [35, 112]
+    assert isinstance(garbled, Inject) and garbled.kind == "garbled"
+    assert isinstance(raw, Inject) and raw.raw.startswith("8=FIX.4.4|")
+    assert steps[9] == SequenceReset(steps[9].where, "C", True, 4)  # type: ignore[union-attr]
+    assert names_in(steps[1:]) == ["comp", "run"]  # $c1 is bound by the expect before its use
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("logon C CERT01\ngo-silent C", "does not play"),
+    ("logon C CERT01\nexpect C 35=0 from=client", "always looks at the client"),
+    ("logon C CERT01\ninstruct D \"x\"", "needs a session"),
+    ("logon C CERT01\nskip-seq C 0", "a count from 1"),
+    ("logon C CERT01\nsequence-reset C sideways 3", "gap-fill|reset"),
+    ("logon C CERT01\ninject C sparkly", "bad-checksum"),
+    ("logon C CERT01\ncheck One", "lower-case"),
+    ("logon C CERT01\ncheck a\ncheck a", "already named"),
+    ("logon C CERT01\nsend C 35=8 11=$nope", "not bound"),
+])
+def test_bad_scripts_name_the_line(text: str, error: str) -> None:
+    with pytest.raises(ScenarioSyntaxError) as exc:
+        parse(text, "s")
+    assert exc.value.line == text.count("\n") + 1 and error in exc.value.message
+
+
+def test_frames_carry_a_right_body_length_and_a_right_or_wrong_checksum() -> None:
+    body = "35=0\x0134=7\x01"
+    good, bad = frame(body), frame(body, bad_checksum=True)
+    assert good.startswith(b"8=FIX.4.4\x019=10\x0135=0")
+    head, _, tail = good.rpartition(b"10=")
+    assert int(tail[:3]) == checksum(head)
+    assert int(bad.rpartition(b"10=")[2][:3]) == (checksum(head) + 1) % 256
+
+
+def test_the_report_shows_failures_with_their_wire() -> None:
+    outcomes = [Outcome("a", "first", "pass"),
+                Outcome("b", "second", "fail", "s:3", "expect C 35=0", ["expected x"],
+                        ["client -> Heartbeat"]),
+                Outcome("c", "third", "skip", lines=["not played: why"])]
+    meta = {"comp_id": "CERT01", "script": "s", "started": "now", "seconds": 1.0}
+    md = as_markdown(meta, outcomes)
+    assert "1 passed, 1 failed, 1 skipped" in md and "## FAIL `b`" in md and "client -> Heartbeat" in md
+    assert "not played: why" in md
+    data = json.loads(as_json(meta, outcomes))
+    assert data["summary"] == {"pass": 1, "fail": 1, "skip": 1} and data["checks"][1]["wire"]
+
+
+def test_the_page_escapes_what_it_shows() -> None:
+    outcomes = [Outcome("b", "second <b>", "fail", "s:3", "expect C 35=0", ["expected <x>"],
+                        ["client -> Heartbeat 35=0 #3  Text(58)=<script>"])]
+    page = as_html({"comp_id": "CERT01", "script": "s", "started": "now", "seconds": 1.0}, outcomes)
+    assert page.startswith("<!doctype html>") and "0 passed, 1 failed, 0 skipped" in page
+    assert "<script>" not in page and "Text(58)=&lt;script&gt;" in page and "id='b'" in page
+
+
+def test_certification_never_loads_the_bus() -> None:
+    # No Redis client, no stream: a certification cannot reach a book, so it leaves no order resting.
+    code = ("import sys, services.client.certify.__main__; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'hiredis', 'msgpack') "
+            "or m.startswith('shared.streams')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
