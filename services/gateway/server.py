@@ -322,7 +322,8 @@ def start_labs(settings: GatewaySettings, set_stp: SetStp | None = None) -> LabM
     """Start the lab manager; a failure leaves the acceptor running without labs."""
     try:
         manager = LabManager(settings.common.redis_url, settings.gateway_id, "127.0.0.1", settings.fix_port,
-                             set_stp=set_stp, comp_ids=settings.comp_ids.labs)
+                             set_stp=set_stp, comp_ids=settings.comp_ids.labs,
+                             version_comp_ids=settings.comp_ids.lab_pools())
         manager.start()
     except Exception:
         log.exception("lab manager failed to start; the acceptor runs without labs")
