@@ -209,6 +209,10 @@ def test_a_lab_session_in_another_version_is_named_with_its_dictionary(
             assert fields[58][2].startswith("TrdMatchID=")
         else:
             assert fields[880][1] == "TrdMatchID"
+            # The session's own market data: a W carries LastUpdateTime (779), required in 5.0 SP2.
+            c.send({"op": "md_subscribe", "symbol": "ACORN.LAB"})
+            snap = c.wait("wire", lambda m: m["msg_type"] == "W" and m["source"] == "exchange", timeout=15)
+            assert {f[0]: f for f in snap["fields"]}[779][1] == "LastUpdateTime"
         assert c.wait("fill", timeout=15)["last_qty"] == "1"  # the page's fill line, in either version
         sent = c.wait("wire", lambda m: m["msg_type"] == "D" and m["source"] == "client")
         assert not any(m.get("type") == "wire" and m["msg_type"] == "3" for m in c.seen)  # no Reject

@@ -42,7 +42,8 @@ class LabManager:
     def __init__(self, redis_url: str, gateway_id: str, exchange_host: str, exchange_port: int, *,
                  settings: LabSettings | None = None, set_stp: SetStp | None = None,
                  comp_ids: Sequence[str] = LAB_COMP_IDS,
-                 version_comp_ids: Mapping[str, Sequence[str]] | None = None) -> None:
+                 version_comp_ids: Mapping[str, Sequence[str]] | None = None,
+                 version_dictionaries: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.redis_url = redis_url
         self.gateway_id = gateway_id
         self.exchange_host = exchange_host
@@ -55,6 +56,9 @@ class LabManager:
         # The pools of the other versions a visitor may choose ("4.2", "5.0SP2"; FIX 4.4's is comp_ids).
         self.version_comp_ids = {name: tuple(pool) for name, pool in (version_comp_ids or {}).items()
                                  if name != "4.4" and pool}
+        # Their dictionaries, as QuickFIX settings (the gateway's acceptor files of that version);
+        # a version not given validates with the installed files.
+        self.version_dictionaries = dict(version_dictionaries or {})
         self._sessions: dict[str, LabSession] = {}
         self._ending: set[str] = set()
         self._logout_sent: dict[str, float] = {}
@@ -242,7 +246,8 @@ class LabManager:
             return
         tap = Tap(self.taps, self.exchange_host, self.exchange_port, lambda *a: None, lambda r: None)
         session = LabSession(lab_id, comp_id, self.gateway_id, s, tap,
-                             lambda m: self._emit(session, m), self._end, self.set_stp, version)
+                             lambda m: self._emit(session, m), self._end, self.set_stp, version,
+                             self.version_dictionaries.get(version.name))
         tap.on_record = session.on_wire
         tap.on_closed = session.on_tap_closed
         try:

@@ -1,8 +1,10 @@
 """One visitor's lab session: a QuickFIX initiator connected through its own tap.
 
 Its FIX version is the visitor's choice at logon (``shared.fix.versions``): FIX 4.4 validates with the
-lab's dictionary (settings.data_dictionary), FIX 4.2 with the stock FIX42.xml, FIX 5.0 SP2 with the
-stock FIXT11.xml and FIX50SP2.xml (DefaultApplVerID 9), all strictly; chosen once, at set-up.
+lab's dictionary (settings.data_dictionary); FIX 4.2 and FIX 5.0 SP2 (FIXT.1.1, DefaultApplVerID 9)
+with the gateway's acceptor files of that version, trimmed as its own sessions' (FIX50SP2.xml whole,
+copied into each session by QuickFIX, costs ~56 MiB per session), or the installed ones when not
+given; all strictly, chosen once, at set-up.
 
 Every QuickFIX callback is guarded: an uncaught Python exception in one ends the whole process.
 Callbacks only update in-memory state and queue messages for the outbox; they never wait on Redis.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import quickfix as fix
@@ -43,18 +45,22 @@ Emit = Callable[[Message], None]
 SetStp = Callable[[str, int | None], None]
 
 
-def initiator_settings(comp_id: str, port: int, settings: LabSettings,
-                       fix_version: FixVersion = DEFAULT) -> fix.SessionSettings:
+def initiator_settings(comp_id: str, port: int, settings: LabSettings, fix_version: FixVersion = DEFAULT,
+                       dictionaries: Mapping[str, str] | None = None) -> fix.SessionSettings:
     """QuickFIX settings of one lab session (in-memory store, reset on logon, strict validation with the
-    exchange's own dictionary, or another version's stock one: nothing unlisted is allowed)."""
-    if fix_version.fixt:
-        dictionaries = (f"TransportDataDictionary={fix_version.transport_dictionary()}\n"
-                        f"AppDataDictionary={fix_version.app_dictionary()}\n"
-                        f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
+    exchange's own dictionary, or another version's: nothing unlisted is allowed). ``dictionaries``:
+    the version's dictionary settings (the gateway's acceptor files of that version); None: the
+    installed files."""
+    if dictionaries:
+        dictionaries_text = "\n".join(f"{key}={value}" for key, value in dictionaries.items())
+    elif fix_version.fixt:
+        dictionaries_text = (f"TransportDataDictionary={fix_version.transport_dictionary()}\n"
+                             f"AppDataDictionary={fix_version.app_dictionary()}\n"
+                             f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
     elif fix_version is DEFAULT:
-        dictionaries = f"DataDictionary={settings.data_dictionary}"
+        dictionaries_text = f"DataDictionary={settings.data_dictionary}"
     else:
-        dictionaries = f"DataDictionary={fix_version.app_dictionary()}"
+        dictionaries_text = f"DataDictionary={fix_version.app_dictionary()}"
     text = f"""[DEFAULT]
 ConnectionType=initiator
 StartTime=00:00:00
@@ -67,7 +73,7 @@ ResetOnLogon=Y
 ResetOnLogout=Y
 ResetOnDisconnect=Y
 UseDataDictionary=Y
-{dictionaries}
+{dictionaries_text}
 SocketConnectHost=127.0.0.1
 SocketConnectPort={port}
 [SESSION]
@@ -90,10 +96,12 @@ class LabSession(fix.Application):
 
     def __init__(self, lab_id: str, comp_id: str, gateway_id: str, settings: LabSettings,
                  tap: Tap, emit: Emit, on_down: Callable[[LabSession, str], None],
-                 set_stp: SetStp | None = None, fix_version: FixVersion = DEFAULT) -> None:
+                 set_stp: SetStp | None = None, fix_version: FixVersion = DEFAULT,
+                 dictionaries: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self.lab_id = lab_id
         self.fix_version = fix_version
+        self.dictionaries = dictionaries
         self.comp_id = comp_id
         self.gateway_id = gateway_id
         self.settings = settings
@@ -138,7 +146,7 @@ class LabSession(fix.Application):
                 return
             initiator = fix.SocketInitiator(self, fix.MemoryStoreFactory(),
                                             initiator_settings(self.comp_id, self.tap.port, self.settings,
-                                                               self.fix_version))
+                                                               self.fix_version, self.dictionaries))
             initiator.start()
             self._initiator = initiator
 
