@@ -44,6 +44,15 @@ TOO_SLOW = 1013  # WebSocket close code "try again later": the page fell behind
 FIX_OPS = frozenset({"order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe"})
 
 
+def dictionary_of(raw: bytes, fix44: Dictionary) -> Dictionary:
+    """The names of a session's wire from the BeginString of one of its messages (a resumed session,
+    whose version the page did not say): FIX.4.2's, FIXT.1.1's (FIX 5.0 SP2), else ``fix44``."""
+    found = BY_BEGIN_STRING.get(field(raw, 8) or "")
+    if found is None or found.name == "4.4":
+        return fix44
+    return dictionary.load_version(found.name)
+
+
 class LabLink:
     """A lab session this web instance started: follows its stream, sends its commands."""
 
@@ -188,7 +197,7 @@ class LabLink:
         for m in msgs:
             if isinstance(m, WireRecord):
                 if self.dictionary is None:
-                    self.dictionary = self._dictionary_of(m.raw)
+                    self.dictionary = dictionary_of(m.raw, self.hub.dictionary)
                 view, parsed = wire_view(m, self.dictionary)
                 if m.n > self.skip_n:
                     self._emit(view)
@@ -204,14 +213,6 @@ class LabLink:
                     self._emit(state_view(m, now_ns(), self.hub.settings.open_orders))
             elif isinstance(m, LabNotice) and not quiet:
                 self._emit(notice_view(m))
-
-
-    def _dictionary_of(self, raw: bytes) -> Dictionary:
-        """A resumed session's dictionary, from the BeginString of its first record."""
-        found = BY_BEGIN_STRING.get(field(raw, 8) or "")
-        if found is None or found.name == "4.4":
-            return self.hub.dictionary
-        return dictionary.load_version(found.name)
 
 
 class Page:
