@@ -19,7 +19,7 @@ from shared.streams.__main__ import run as streams
 
 # subcommand: (module run as __main__, what it does)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "client": ("services.client", "a FIX 4.4 initiator in the terminal (fixlab client --help)"),
+    "client": ("services.client", "a FIX initiator in the terminal: 4.4, 4.2, 5.0SP2 (fixlab client --help)"),
     "scenario": ("services.client.scenario", "play scenario files against the exchange (docs/scenarios.md)"),
     "certify": ("services.client.certify", "certify a FIX client: the exchange plays a script at it"),
 }

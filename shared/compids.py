@@ -22,16 +22,20 @@ CLIENT_COMP_IDS = tuple(f"CLIENT{n:02d}" for n in range(1, 17))  # people's own 
 # FIXT.1.1 pools below, which keeps the gateway within 200 MiB with every session configured).
 BENCH_COMP_IDS = tuple(f"BENCH{n:03d}" for n in range(1, 225))
 BOT_COMP_IDS = tuple(f"BOT{n:02d}" for n in range(1, 9))  # liquidity bots of the lab page
-LAB_COMP_IDS = tuple(f"LAB{n:03d}" for n in range(1, 65))  # visitors' lab sessions, handed out in turn
+# Visitors' lab sessions, handed out in turn: 48 FIX 4.4 (64 before the page could choose a version:
+# the last 16 became the FIX 4.2 and FIXT.1.1 lab pools below, within the same memory).
+LAB_COMP_IDS = tuple(f"LAB{n:03d}" for n in range(1, 49))
 # The other versions' sessions (shared.fix.versions; the pools above are FIX.4.4's): a client's own
 # and the bench's, 8 each (every pool splits over up to MAX_GATEWAYS gateways).
 CLIENT42_COMP_IDS = tuple(f"CLIENT42-{n:02d}" for n in range(1, 9))  # BeginString FIX.4.2
 CLIENT50_COMP_IDS = tuple(f"CLIENT50-{n:02d}" for n in range(1, 9))  # FIXT.1.1, DefaultApplVerID 9
 BENCH42_COMP_IDS = tuple(f"BENCH42-{n:03d}" for n in range(1, 9))
 BENCH50_COMP_IDS = tuple(f"BENCH50-{n:03d}" for n in range(1, 9))
+LAB42_COMP_IDS = tuple(f"LAB42-{n:02d}" for n in range(1, 9))  # the page's lab sessions in FIX 4.2
+LAB50_COMP_IDS = tuple(f"LAB50-{n:02d}" for n in range(1, 9))  # and in FIX 5.0 SP2
 # BeginString of each pool that is not FIX.4.4's.
-POOL_BEGIN_STRINGS = {"clients42": "FIX.4.2", "bench42": "FIX.4.2", "clients50": "FIXT.1.1",
-                      "bench50": "FIXT.1.1"}
+POOL_BEGIN_STRINGS = {"clients42": "FIX.4.2", "bench42": "FIX.4.2", "labs42": "FIX.4.2",
+                      "clients50": "FIXT.1.1", "bench50": "FIXT.1.1", "labs50": "FIXT.1.1"}
 
 # Every gateway needs at least one CompID of the smallest pool (the bots').
 MAX_GATEWAYS = len(BOT_COMP_IDS)
@@ -58,10 +62,16 @@ class GatewayCompIds:
     clients50: tuple[str, ...] = ()
     bench42: tuple[str, ...] = ()
     bench50: tuple[str, ...] = ()
+    labs42: tuple[str, ...] = ()
+    labs50: tuple[str, ...] = ()
 
     def pools(self) -> tuple[tuple[str, ...], ...]:
         return (self.clients, self.bench, self.bots, self.labs, self.clients42, self.clients50,
-                self.bench42, self.bench50)
+                self.bench42, self.bench50, self.labs42, self.labs50)
+
+    def lab_pools(self) -> dict[str, tuple[str, ...]]:
+        """The lab CompIDs of each version (shared.fix.versions' names: "4.4", "4.2", "5.0SP2")."""
+        return {"4.4": self.labs, "4.2": self.labs42, "5.0SP2": self.labs50}
 
     def __contains__(self, comp_id: object) -> bool:
         return any(comp_id in pool for pool in self.pools())
@@ -82,9 +92,10 @@ class GatewayCompIds:
         return ", ".join(span(p) for p in (self.clients, self.bench, self.bots, self.labs))
 
     def versions_summary(self) -> str:
-        """``CLIENT42-01-04, CLIENT50-01-04, BENCH42-001-004, BENCH50-001-004``: FIX 4.2 and FIXT."""
+        """``CLIENT42-01-04, CLIENT50-01-04, BENCH42-001-004, BENCH50-001-004, ...``: FIX 4.2 and FIXT."""
         return ", ".join(f"{p[0]}..{p[-1]}" if len(p) > 1 else p[0]
-                         for p in (self.clients42, self.clients50, self.bench42, self.bench50) if p)
+                         for p in (self.clients42, self.clients50, self.bench42, self.bench50, self.labs42,
+                                   self.labs50) if p)
 
 
 def gateway_comp_ids(index: int = 1, count: int = 1) -> GatewayCompIds:
@@ -94,7 +105,8 @@ def gateway_comp_ids(index: int = 1, count: int = 1) -> GatewayCompIds:
     return GatewayCompIds(part(CLIENT_COMP_IDS, index, count), part(BENCH_COMP_IDS, index, count),
                           part(BOT_COMP_IDS, index, count), part(LAB_COMP_IDS, index, count),
                           part(CLIENT42_COMP_IDS, index, count), part(CLIENT50_COMP_IDS, index, count),
-                          part(BENCH42_COMP_IDS, index, count), part(BENCH50_COMP_IDS, index, count))
+                          part(BENCH42_COMP_IDS, index, count), part(BENCH50_COMP_IDS, index, count),
+                          part(LAB42_COMP_IDS, index, count), part(LAB50_COMP_IDS, index, count))
 
 
 def gateway_of(comp_id: str, count: int) -> int | None:

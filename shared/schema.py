@@ -430,11 +430,15 @@ LAB_OPS = ("order", "cancel", "replace", "drop_next", "silent", "talk", "logout"
 @_register(60)
 @dataclass(frozen=True, slots=True)
 class LabStart(Message):
-    """Start a FIX initiator session for a visitor; answers arrive on the lab's own stream."""
+    """Start a FIX initiator session for a visitor; answers arrive on the lab's own stream.
+
+    ``fix_version``: the session's version, a name of ``shared.fix.versions.VERSIONS`` ("4.4", "4.2",
+    "5.0SP2"); last, so a start encoded before it decodes as FIX 4.4."""
 
     lab_id: str
     client_addr: str
     ts: int
+    fix_version: str = "4.4"
 
 
 @_register(61)

@@ -1,10 +1,11 @@
-"""``fixlab client`` / ``python -m services.client``: a FIX 4.4 initiator in the terminal.
+"""``fixlab client`` / ``python -m services.client``: a FIX initiator in the terminal (4.4 by default).
 
     fixlab client                          the exchange `make run` starts (127.0.0.1:9878, FIXLAB),
                                            the first free CLIENT01..CLIENT16
     fixlab client --comp-id CLIENT05 --host 10.0.0.2 --port 9878 --target FIXLAB --heartbeat 30
     fixlab client --store ~/.fixlab/store  sequence numbers survive a restart (QuickFIX FileStore)
     fixlab client --plain                  one decoded line per message; commands from stdin
+    fixlab client --fix-version 4.2        FIX 4.2 (CLIENT42-01..08), or 5.0SP2 (FIXT.1.1, CLIENT50-01..08)
 
 Exit status: 0 quit (or the end of stdin in --plain); 1 could not log on, or the session ended
 without being asked to (the reason on stderr, one line); 2 bad usage.
@@ -31,29 +32,40 @@ from services.client.session import (
     SessionError,
     connect_free,
 )
-from shared.compids import CLIENT_COMP_IDS, EXCHANGE_COMP_ID
+from shared.compids import CLIENT42_COMP_IDS, CLIENT50_COMP_IDS, CLIENT_COMP_IDS, EXCHANGE_COMP_ID
 from shared.fix import dictionary
+from shared.fix.versions import VERSIONS, version
 
 PROG = "fixlab client"
+# The CompIDs tried in turn when none is named, per version.
+COMP_IDS = {"4.4": CLIENT_COMP_IDS, "4.2": CLIENT42_COMP_IDS, "5.0SP2": CLIENT50_COMP_IDS}
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=PROG, description="A FIX 4.4 initiator in the terminal, behind its tap.")
+    p = argparse.ArgumentParser(prog=PROG, description="A FIX initiator in the terminal, behind its tap.")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"the exchange's host (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"its FIX port (default {DEFAULT_PORT})")
-    p.add_argument("--comp-id", help="your SenderCompID (default: the first CLIENT01..16 the exchange takes)")
+    p.add_argument("--fix-version", default="4.4", metavar="|".join(VERSIONS),
+                   help="the session's FIX version (default 4.4): 4.2 (FIX.4.2), 4.4, 5.0SP2 (FIXT.1.1)")
+    p.add_argument("--comp-id", help="your SenderCompID (default: the first the exchange takes of "
+                                     "CLIENT01..16; 4.2: CLIENT42-01..08; 5.0SP2: CLIENT50-01..08)")
     p.add_argument("--target", default=EXCHANGE_COMP_ID,
                    help=f"the exchange's CompID (default {EXCHANGE_COMP_ID})")
     p.add_argument("--heartbeat", type=int, default=30, help="HeartBtInt, seconds (default 30)")
     p.add_argument("--store", type=Path, help="a FileStore directory: sequence numbers survive restarts")
     p.add_argument("--dictionary", type=Path,
-                   help="data dictionary (default: the quickfix package's FIX44.xml)")
+                   help="data dictionary (default: the quickfix package's FIX44.xml, FIX42.xml or "
+                        "FIX50SP2.xml with FIXT11.xml)")
     p.add_argument("--logon-timeout", type=float, default=5.0,
                    help="seconds to wait for the Logon (default 5)")
     p.add_argument("--plain", action="store_true", help="one decoded line per message, commands from stdin")
     p.add_argument("--linger", type=float, default=1.0,
                    help="--plain: seconds to keep reading the wire after stdin ends (default 1)")
     args = p.parse_args(argv)
+    try:
+        args.fix_version = version(args.fix_version).name
+    except ValueError as exc:
+        p.error(f"--fix-version: {exc}")
     if not 1 <= args.port <= 65535:
         p.error(f"--port {args.port}: 1 to 65535")
     if not 1 <= args.heartbeat <= 3600:
@@ -63,12 +75,16 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 def connect(args: argparse.Namespace) -> Client:
     """Start and log on: the Client of the session that logged on (it saw every record of it)."""
-    names = dictionary.load(str(args.dictionary) if args.dictionary else None)
+    v = version(args.fix_version)
+    # The wire's names: the version's own (FIXT: its session level's and FIX 5.0 SP2's), or --dictionary's.
+    names = (dictionary.load(str(args.dictionary)) if args.dictionary and not v.fixt
+             else dictionary.load_version(v.name))
     clients: dict[str, Client] = {}
 
     def make(comp_id: str) -> ClientSession:
         session = ClientSession(comp_id, host=args.host, port=args.port, target=args.target,
-                                heartbeat_s=args.heartbeat, store_dir=args.store, dictionary=args.dictionary)
+                                begin=v.begin_string, heartbeat_s=args.heartbeat, store_dir=args.store,
+                                dictionary=args.dictionary)
         client = clients[comp_id] = Client(session, names)
         session.on_record = client.on_record
         return session
@@ -81,7 +97,7 @@ def connect(args: argparse.Namespace) -> Client:
             session.stop()
             raise
     else:
-        session = connect_free(CLIENT_COMP_IDS, timeout=args.logon_timeout, make=make)
+        session = connect_free(COMP_IDS[v.name], timeout=args.logon_timeout, make=make)
     return clients[session.comp_id]
 
 

@@ -80,7 +80,8 @@ class Client:
                  on_decoded: Callable[[Decoded], None] | None = None) -> None:
         self.session = session
         self.dictionary = dictionary
-        self.orders = lab_orders.LabOrders(prefix if prefix is not None else clordid_prefix())
+        self.orders = lab_orders.LabOrders(prefix if prefix is not None else clordid_prefix(),
+                                           session.fix_version)
         self.books = MdBooks(())
         self.fills: deque[Fill] = deque(maxlen=KEEP_FILLS)
         self.tape: deque[Print] = deque(maxlen=KEEP_TAPE)
@@ -125,7 +126,7 @@ class Client:
         if p.msg_type == "8":
             f = {x.tag: x.value for x in reversed(p.fields) if x.tag is not None}
             self.orders.on_execution_report(f)
-            if f.get(150) == "F":
+            if lab_orders.is_fill(f):
                 side = {"1": "buy", "2": "sell"}.get(f.get(54, ""), "?")
                 self.fills.append(Fill(f.get(11, ""), f.get(55, ""), side, f.get(31, ""), f.get(32, ""),
                                        f.get(14, ""), f.get(151, ""), f.get(17, "")))

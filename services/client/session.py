@@ -24,8 +24,11 @@ API:
 - ``store_dir``: a QuickFIX FileStore there, so sequence numbers survive a restart of the client
   (the exchange keeps a CLIENT session's numbers while it runs); None: MemoryStore and
   ResetOnLogon=Y (141=Y on every Logon: both ends start from 1).
-- ``dictionary``: the data dictionary the engine validates with, strictly (default: the stock FIX44.xml
-  the quickfix package installs; the exchange sends nothing it would Reject).
+- ``dictionary``: the data dictionary the engine validates with, strictly (default: the stock one the
+  quickfix package installs for the session's version; the exchange sends nothing it would Reject).
+- ``begin``: the BeginString, which picks the version (``shared.fix.versions``): ``FIX.4.4`` (default),
+  ``FIX.4.2`` (FIX42.xml), ``FIXT.1.1`` (FIX 5.0 SP2: FIXT11.xml for the session level,
+  ``dictionary`` or FIX50SP2.xml for the application, DefaultApplVerID 9 on the Logon).
 - No automatic reconnect: a session that ended stays ended until ``reconnect()``.
 - ``connect_free(comp_ids, timeout=, make=None, **kwargs)``: log on with the first CompID the exchange
   accepts (one that is logged on already, or that it does not know, is refused: the next one is
@@ -48,11 +51,11 @@ from typing import Any
 import quickfix as fix
 
 from shared.compids import BEGIN_STRING, CLIENT_COMP_IDS, EXCHANGE_COMP_ID
-from shared.fix.dictionary import installed_dictionary
 from shared.fix.initiator import set_fields
 from shared.fix.message import Fields
 from shared.fix.seqs import ExchangeSeqs
 from shared.fix.tap import CLIENT, EXCHANGE, Tap, TapLoop
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, BY_BEGIN_STRING
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +99,16 @@ OnStatus = Callable[[str, str], None]
 
 
 def settings_text(comp_id: str, tap_port: int, *, target: str, begin: str, heartbeat_s: int,
-                  dictionary: Path, store_dir: Path | None, log_dir: Path | None = None) -> str:
-    """QuickFIX settings of the client's initiator, connecting to its tap on loopback."""
+                  dictionary: Path, store_dir: Path | None, log_dir: Path | None = None,
+                  transport_dictionary: Path | None = None) -> str:
+    """QuickFIX settings of the client's initiator, connecting to its tap on loopback;
+    ``transport_dictionary``: a FIXT.1.1 session's (``dictionary`` is then its application's)."""
     reset = "N" if store_dir is not None else "Y"
+    if transport_dictionary is not None:
+        dictionaries = (f"TransportDataDictionary={transport_dictionary}\nAppDataDictionary={dictionary}\n"
+                        f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
+    else:
+        dictionaries = f"DataDictionary={dictionary}"
     store = f"FileStorePath={store_dir}\n" if store_dir is not None else ""
     logs = f"FileLogPath={log_dir}\n" if log_dir is not None else ""
     return f"""[DEFAULT]
@@ -113,7 +123,7 @@ ResetOnLogon={reset}
 ResetOnLogout={reset}
 ResetOnDisconnect={reset}
 UseDataDictionary=Y
-DataDictionary={dictionary}
+{dictionaries}
 ValidateUserDefinedFields=Y
 ValidateFieldsOutOfOrder=Y
 ValidateFieldsHaveValues=Y
@@ -180,7 +190,12 @@ class ClientSession:
         self.begin = begin
         self.heartbeat_s = heartbeat_s
         self.store_dir = store_dir
-        self.dictionary = dictionary or installed_dictionary()
+        fix_version = BY_BEGIN_STRING.get(begin)
+        if fix_version is None:
+            raise SessionError(f"BeginString {begin!r}: one of {', '.join(BY_BEGIN_STRING)}")
+        self.fix_version = fix_version
+        self.dictionary = dictionary or fix_version.app_dictionary()
+        self.transport_dictionary = fix_version.transport_dictionary() if fix_version.fixt else None
         self.on_record = on_record
         self.on_status = on_status
         self.status = CONNECTING
@@ -225,7 +240,7 @@ class ClientSession:
             self.store_dir.mkdir(parents=True, exist_ok=True)
         text = settings_text(self.comp_id, self._tap.port, target=self.target, begin=self.begin,
                              heartbeat_s=self.heartbeat_s, dictionary=self.dictionary,
-                             store_dir=self.store_dir)
+                             store_dir=self.store_dir, transport_dictionary=self.transport_dictionary)
         settings = fix.SessionSettings()
         settings.setFromString(text)
         store = fix.FileStoreFactory(settings) if self.store_dir is not None else fix.MemoryStoreFactory()

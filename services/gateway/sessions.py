@@ -78,8 +78,10 @@ def pool_sessions(comp_ids: GatewayCompIds | None = None) -> list[SessionSpec]:
         out += [SessionSpec(c, options=dict(RESET_ALWAYS), trd_match_id=True) for c in pool]
     # FIX 4.2 and FIXT.1.1 / FIX 5.0 SP2 (shared.fix.versions): clients keep their sequence numbers,
     # the bench resets; 5.0 SP2 lists TrdMatchID (880) in ExecutionReport: its fills carry it.
+    # The lab's sessions of those versions (the page's choice) reset as the FIX 4.4 ones do.
     for pool, options in ((ids.clients42, KEEP_SEQUENCES), (ids.clients50, KEEP_SEQUENCES),
-                          (ids.bench42, RESET_ALWAYS), (ids.bench50, RESET_ALWAYS)):
+                          (ids.bench42, RESET_ALWAYS), (ids.bench50, RESET_ALWAYS),
+                          (ids.labs42, RESET_ALWAYS), (ids.labs50, RESET_ALWAYS)):
         for c in pool:
             version = BY_BEGIN_STRING[ids.begin_string(c)]
             out.append(SessionSpec(c, begin=version.begin_string, options=dict(options),

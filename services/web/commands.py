@@ -24,10 +24,11 @@ TIFS = {"day": 0, "gtc": 1, "ioc": 3, "fok": 4}
 # Self-trade prevention modes (shared.schema STP_*), by the names the page uses.
 STP_MODES = {"off": 0, "cancel_resting": 1, "cancel_aggressor": 2, "cancel_both": 3}
 MAX_DEPTH = 100  # MarketDepth (264) a page may ask for; 0 is the whole book
+FIX_VERSIONS = ("4.4", "4.2", "5.0SP2")  # a lab session's version (shared.fix.versions' names)
 
 # Which keys each op takes, and which it needs (the schema documented in docs/websocket.md).
 _KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "logon": (frozenset(), frozenset()),
+    "logon": (frozenset({"version"}), frozenset()),
     "order": (frozenset({"symbol", "side", "price", "qty", "tif"}),
               frozenset({"symbol", "side", "price", "qty"})),
     "cancel": (frozenset({"clordid"}), frozenset({"clordid"})),
@@ -60,7 +61,8 @@ class Command:
     qty: int = 0
     clordid: str = ""
     tif: int = 0  # TimeInForce (59) of an order
-    value: str = ""  # the op's own argument: MarketDepth for md_subscribe, the mode number for stp
+    value: str = ""  # the op's own argument: MarketDepth for md_subscribe, the mode number for stp,
+    # the FIX version for logon
     lab_id: str = ""  # resume: the session the page followed before its socket closed
     token: str = ""  # resume: the token logon_sent gave it
     last_n: int = 0  # resume: the last wire record it shows
@@ -171,6 +173,11 @@ def parse_command(text: str | bytes, max_bytes: int) -> Command:
         if not isinstance(mode, str) or mode not in STP_MODES:
             raise CommandError(f"mode must be one of {', '.join(STP_MODES)}, not {_short(mode)}")
         return Command(op, cmd_id, value=str(STP_MODES[mode]))
+    if op == "logon" and "version" in obj:  # none: FIX 4.4
+        version = obj["version"]
+        if not isinstance(version, str) or version not in FIX_VERSIONS:
+            raise CommandError(f"version must be one of {', '.join(FIX_VERSIONS)}, not {_short(version)}")
+        return Command(op, cmd_id, value=version)
     if op == "resume":
         lab_id, token, last_n = obj["lab_id"], obj["token"], obj.get("last_n", 0)
         if not (isinstance(lab_id, str) and _HEX.match(lab_id) and isinstance(token, str)

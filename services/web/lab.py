@@ -24,7 +24,11 @@ from services.web.views import JSON, error_view, execution_view, notice_view, st
 from shared import streams
 from shared.bus import REDIS_ERRORS, id_after, publish
 from shared.clock import now_ns
+from shared.fix import dictionary
+from shared.fix.codec import field
+from shared.fix.dictionary import Dictionary
 from shared.fix.mdbook import MdBooks
+from shared.fix.versions import BY_BEGIN_STRING
 from shared.fix.wire import ParsedMessage
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, SchemaError, WireRecord, decode_batch
 
@@ -38,6 +42,15 @@ LAB_STREAM_TTL_S = 300  # a finished session's stream is kept this long, then Re
 TOO_SLOW = 1013  # WebSocket close code "try again later": the page fell behind
 # Ops that make the visitor's engine send a FIX message: they share the page's token bucket.
 FIX_OPS = frozenset({"order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe"})
+
+
+def dictionary_of(raw: bytes, fix44: Dictionary) -> Dictionary:
+    """The names of a session's wire from the BeginString of one of its messages (a resumed session,
+    whose version the page did not say): FIX.4.2's, FIXT.1.1's (FIX 5.0 SP2), else ``fix44``."""
+    found = BY_BEGIN_STRING.get(field(raw, 8) or "")
+    if found is None or found.name == "4.4":
+        return fix44
+    return dictionary.load_version(found.name)
 
 
 class LabLink:
@@ -58,14 +71,21 @@ class LabLink:
         # already; the stream up to ``catch_up_to`` is read quietly, then the state and books go out.
         self.skip_n = 0
         self.catch_up_to: str | None = None
+        # The names on its wire: its FIX version's dictionary, chosen once (start; a resumed session's
+        # first record's BeginString).
+        self.dictionary: Dictionary | None = None
 
     @property
     def live(self) -> bool:
         return self.state is None or self.state.status not in ENDED
 
-    async def start(self, client_addr: str) -> None:
+    async def start(self, client_addr: str, fix_version: str = "4.4") -> None:
+        # Parsed once per process (FIX 5.0 SP2's takes ~0.4 s): off the event loop.
+        self.dictionary = (self.hub.dictionary if fix_version == "4.4"
+                           else await asyncio.to_thread(dictionary.load_version, fix_version))
         await publish(self.hub.r, streams.LAB_START_STREAM,
-                      [LabStart(self.lab_id, client_addr, now_ns())], self.hub.settings.common.stream_maxlen)
+                      [LabStart(self.lab_id, client_addr, now_ns(), fix_version)],
+                      self.hub.settings.common.stream_maxlen)
         self.task = asyncio.create_task(self._follow(), name=f"lab-{self.lab_id}")
 
     async def resume(self, last_n: int) -> bool:
@@ -176,7 +196,9 @@ class LabLink:
         quiet = self.catch_up_to is not None  # a resumed page's catch-up: only what it lacks
         for m in msgs:
             if isinstance(m, WireRecord):
-                view, parsed = wire_view(m, self.hub.dictionary)
+                if self.dictionary is None:
+                    self.dictionary = dictionary_of(m.raw, self.hub.dictionary)
+                view, parsed = wire_view(m, self.dictionary)
                 if m.n > self.skip_n:
                     self._emit(view)
                     extra = execution_view(parsed, m.source)
@@ -275,7 +297,7 @@ class Page:
                 self.lab.page = None  # a finished session's last records must not mix with the new one
             self.hub.labs = {lab for lab in self.hub.labs if lab.task is None or not lab.task.done()}
             link = LabLink(self.hub, self)
-            await link.start(self.address)  # a Redis error here leaves the page free to try again
+            await link.start(self.address, cmd.value or "4.4")  # a Redis error leaves the page free to retry
             self.lab = link
             self.hub.labs.add(link)
             self.send({"type": "logon_sent", "lab_id": link.lab_id, "id": cmd.id,

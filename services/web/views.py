@@ -48,12 +48,14 @@ def execution_view(p: ParsedMessage, source: str) -> JSON | None:
         return {"type": "notice", "level": "error",
                 "text": f"Cancel/replace of {p.get(41) or '?'} refused: {p.get(58) or 'no reason given'}"}
     exec_type = p.get(150)
-    if exec_type == "F":
+    # FIX 4.2: a fill is ExecType 1 or 2 with ExecTransType 0; with 3 it is a status answer.
+    trans = p.get(20)
+    if exec_type == "F" or (exec_type in ("1", "2") and trans == "0"):
         side = {"1": "buy", "2": "sell"}.get(p.get(54) or "", "?")
         return {"type": "fill", "clordid": p.get(11) or "", "symbol": p.get(55) or "", "side": side,
                 "last_px": p.get(31) or "", "last_qty": p.get(32) or "", "cum_qty": p.get(14) or "",
                 "leaves_qty": p.get(151) or "", "exec_id": p.get(17) or "", "seq": p.seq}
-    if exec_type == "8":
+    if exec_type == "8" and trans != "3":
         reason = p.get(58) or "no reason given"
         return {"type": "notice", "level": "error",
                 "text": f"Order {p.get(11) or '?'} rejected by the exchange: {reason}"}

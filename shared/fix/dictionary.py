@@ -479,6 +479,27 @@ def load(path: str | None = None) -> Dictionary:
     return parse_dictionary(data)
 
 
+@functools.cache
+def load_version(name: str) -> Dictionary:
+    """The names of FIX version ``name`` ("4.2", "4.4", "5.0SP2": ``shared.fix.versions``), from the
+    dictionaries the quickfix package installs, parsed once. FIXT.1.1: FIXT11.xml's header, trailer and
+    session messages with FIX50SP2.xml's application messages, as a FIX 5.0 SP2 engine reads them."""
+    from shared.fix.versions import version
+
+    v = version(name)
+    app = load(str(v.app_dictionary()))
+    if not v.fixt:
+        return app
+    transport = load(str(v.transport_dictionary()))
+    fields = {**app.fields, **transport.fields}
+    msg_type = transport.fields.get(35)
+    if msg_type is not None and 35 in app.fields:  # every MsgType named, the session's and the application's
+        fields[35] = FieldDef(35, msg_type.name, msg_type.type, {**app.fields[35].enums, **msg_type.enums})
+    return Dictionary(v.begin_string, fields, {**app.messages, **transport.messages}, transport.header_tags,
+                      transport.trailer_tags, {**app.groups, **transport.groups},
+                      {**app.bodies, **transport.bodies})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shared.fix.dictionary",

@@ -7,6 +7,11 @@ A visitor's command is turned into the (tag, value) fields of one FIX message; t
 hands them to its QuickFIX engine, which adds the header and trailer. Values are sent as the
 visitor typed them (a price of ``abc`` reaches the exchange, which answers with its own Reject),
 but nothing that would break the wire's framing (control characters) gets through.
+
+A session of FIX 4.2 (``fix_version``) sends HandlInst (21) in a NewOrderSingle and a replace, which
+4.2 requires, and no OrdStatusReqID (790, 4.4's); it follows 4.2's ExecutionReports: a fill is
+ExecType 1 or 2 (``is_fill``), a status answer carries ExecTransType 3 (20) and ExecType its state.
+Choosing the version when the session is set up keeps FIX 4.4's path as it was.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from shared.fix.message import Fields
+from shared.fix.versions import DEFAULT as FIX44_VERSION
+from shared.fix.versions import FixVersion
 from shared.schema import (
     BUY,
     DAY,
@@ -51,6 +58,20 @@ STP_NAMES = {STP_OFF: "off", STP_CANCEL_RESTING: "cancel resting", STP_CANCEL_AG
 MAX_DEPTH = 100
 # MDEntryType (269) a lab subscription asks for: bids, offers, trades.
 MD_ENTRY_TYPES = ("0", "1", "2")
+HANDL_INST_AUTO = "1"  # HandlInst (21) a FIX 4.2 order carries: the exchange ignores it
+
+
+def is_fill(f: dict[int, str]) -> bool:
+    """Whether an ExecutionReport, given its fields by tag, tells a fill: ExecType F (FIX 4.4, 5.0), or
+    1 / 2 with ExecTransType New (FIX 4.2: its status answers carry ExecTransType 3, ExecType the state)."""
+    exec_type = f.get(150)
+    return exec_type == "F" or (exec_type in ("1", "2") and f.get(20) == "0")
+
+
+def is_unknown_status(f: dict[int, str]) -> bool:
+    """Whether an ExecutionReport answers a status request about an order the exchange does not know
+    (ExecType I, or ExecTransType 3 in FIX 4.2, with OrdStatus Rejected)."""
+    return f.get(39) == "8" and (f.get(150) == "I" or f.get(20) == "3")
 
 
 
@@ -122,8 +143,11 @@ class LabOrders:
     """The orders of one session, followed from the commands sent and the ExecutionReports received,
     and its market-data subscriptions (one MDReqID per symbol)."""
 
-    def __init__(self, clordid_prefix: str) -> None:
+    def __init__(self, clordid_prefix: str, fix_version: FixVersion = FIX44_VERSION) -> None:
         self.prefix = clordid_prefix
+        self.fix_version = fix_version
+        # FIX 4.2 (ExecTransType on its reports): HandlInst on orders, no OrdStatusReqID.
+        self._fix42 = fix_version.exec_trans_type
         self._n = 0
         self._orders: OrderedDict[str, _Order] = OrderedDict()
         self.subscriptions: dict[str, str] = {}  # symbol -> MDReqID of its live subscription
@@ -154,6 +178,9 @@ class LabOrders:
         tif = _tif(cmd.tif)
         clordid = self._next_clordid()
         self._remember(_Order(clordid, symbol, side, price, qty, 0, qty, tif=tif))
+        if self._fix42:
+            return "D", [(11, clordid), (21, HANDL_INST_AUTO), (55, symbol), (54, str(side)),
+                         (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"), (44, price), (59, str(tif))]
         return "D", [(11, clordid), (55, symbol), (54, str(side)), (60, transact_time(ts_ns)),
                      (38, str(qty)), (40, "2"), (44, price), (59, str(tif))]
 
@@ -178,6 +205,10 @@ class LabOrders:
         price = _text("price", cmd.price) if cmd.price else order.price
         qty = _qty(cmd.qty) if cmd.qty else order.qty
         clordid = self._next_clordid()
+        if self._fix42:
+            return "G", [(41, order.clordid), (11, clordid), (21, HANDL_INST_AUTO), (55, order.symbol),
+                         (54, str(order.side)), (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"),
+                         (44, price), (59, str(order.tif))]
         return "G", [(41, order.clordid), (11, clordid), (55, order.symbol), (54, str(order.side)),
                      (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"), (44, price), (59, str(order.tif))]
 
@@ -188,7 +219,9 @@ class LabOrders:
         body: Fields = [(11, order.clordid)]
         if order.order_id:
             body.append((37, order.order_id))
-        body += [(55, order.symbol), (54, str(order.side)), (790, f"{self.prefix}st{self._n}")]
+        body += [(55, order.symbol), (54, str(order.side))]
+        if not self._fix42:  # OrdStatusReqID came with FIX 4.3
+            body.append((790, f"{self.prefix}st{self._n}"))
         return "H", body
 
     def mass_cancel(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
@@ -233,7 +266,7 @@ class LabOrders:
 
     def on_execution_report(self, f: dict[int, str]) -> None:
         """Apply an ExecutionReport (35=8) the session received, given its fields by tag."""
-        if f.get(150) == "I" and f.get(39) == "8":
+        if is_unknown_status(f):
             return  # a status answer for an order the exchange does not know: nothing to follow
         clordid = f.get(11, "")
         orig = f.get(41, "")

@@ -135,6 +135,11 @@ WEB_RESUME_SECRET_KEY = f"{PREFIX}:web:resume-secret"
 LAB_COMPID_CURSOR_KEY = f"{PREFIX}:{{lab-compids}}:cursor"
 
 
+def lab_compid_cursor_key(fix_version: str) -> str:
+    """The claims' cursor of one version's lab CompIDs ("4.4": the one before versions came)."""
+    return LAB_COMPID_CURSOR_KEY if fix_version == "4.4" else f"{LAB_COMPID_CURSOR_KEY}:{fix_version}"
+
+
 def lab_compid_key(comp_id: str) -> str:
     """Who holds a lab CompID now ("gateway_id:lab_id"), with a TTL its gateway keeps renewing."""
     return f"{PREFIX}:{{lab-compids}}:{comp_id}"

@@ -113,6 +113,33 @@ def test_a_visitors_session(page: Page, test_output: Path) -> None:
     page.screenshot(path=str(test_output / "web-lab-ended.png"))
 
 
+def test_a_fix42_session_chosen_on_the_page(page: Page, test_output: Path) -> None:
+    expect(page.locator("#conn")).to_have_text("connected")
+    page.select_option("#fix-version", "4.2")
+    page.click("#b-logon")
+    expect(page.locator("#status")).to_have_text("logged on", timeout=20_000)
+    expect(page.locator("#fix-version")).to_be_disabled()  # fixed for the session's life
+    theirs = page.locator(".msg.exchange.session", has_text="Logon").first
+    theirs.locator(".card").click()
+    theirs.locator(".details").get_by_text("show raw").click()
+    expect(theirs.locator(".details pre.raw")).to_contain_text("8=FIX.4.2|9=")
+    best_ask = page.locator(".book").first.locator("tr.ask td.px").last
+    expect(best_ask).to_be_visible(timeout=20_000)
+    best_ask.click()
+    page.fill("#o-qty", "1")
+    page.click("#b-send")
+    # FIX42.xml's names: a whole fill is ExecType Fill, with ExecTransType.
+    fill = page.locator(".msg.exchange.app", has_text="ExecType Fill").first
+    expect(fill).to_be_visible(timeout=15_000)
+    fill.locator(".card").click()
+    expect(fill.locator(".details")).to_contain_text("ExecTransType")
+    expect(page.locator("#fills")).to_contain_text("bought")
+    page.screenshot(path=str(test_output / "web-lab-fix42.png"))
+    page.click("#b-logout")
+    expect(page.locator("#status")).to_have_text("ended", timeout=20_000)
+    expect(page.locator("#fix-version")).to_be_enabled()
+
+
 def test_third_page_from_one_address_is_told_why(web: WebProcess) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

@@ -175,3 +175,50 @@ def test_silent_session_is_given_up_by_the_exchange(lab: Lab) -> None:
         c.wait("wire", lambda m: m["msg_name"] == "Logout" and m["source"] == "client", timeout=20)
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("version, pool, begin, fill_type", [
+    ("4.2", "LAB42-", "FIX.4.2", ["2", "Fill"]),
+    ("5.0SP2", "LAB50-", "FIXT.1.1", ["F", "Trade"]),
+])
+def test_a_lab_session_in_another_version_is_named_with_its_dictionary(
+        lab: Lab, version: str, pool: str, begin: str, fill_type: list[str]) -> None:
+    c = Client(lab.web.ws_url)
+    try:
+        c.send({"op": "logon", "version": version})
+        c.wait("logon_sent")
+        st = c.wait("state", lambda m: m["status"] == "logged_on", timeout=20)
+        assert st["comp_id"].startswith(pool)
+        logon = c.wait("wire", lambda m: m["msg_type"] == "A" and m["source"] == "client")
+        named = {f[0]: f for f in logon["fields"]}
+        assert named[8][1:3] == ["BeginString", begin]
+        if version == "5.0SP2":  # FIXT11.xml's header and Logon, FIX50SP2.xml's messages
+            assert named[1137][1:3] == ["DefaultApplVerID", "9"]
+
+        eventually(lambda: c.wait("depth", lambda m: m["symbol"] == "ACORN.LAB" and bool(m["asks"]),
+                                  timeout=1), timeout=20, what="the bots' asks")
+        books = [m for m in c.seen if m.get("type") == "depth" and m["symbol"] == "ACORN.LAB"]
+        best_ask = books[-1]["asks"][0]
+        c.send({"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": best_ask[0], "qty": 1})
+        fill = c.wait("wire", lambda m: m["msg_type"] == "8" and m["source"] == "exchange"
+                      and any(f[0] == 32 for f in m["fields"]), timeout=15)
+        fields = {f[0]: f for f in fill["fields"]}
+        assert fields[150][1:4] == ["ExecType", *fill_type]
+        if version == "4.2":  # FIX42.xml: ExecTransType, and the match id in Text
+            assert fields[20][1:4] == ["ExecTransType", "0", "New"]
+            assert fields[58][2].startswith("TrdMatchID=")
+        else:
+            assert fields[880][1] == "TrdMatchID"
+            # The session's own market data: a W carries LastUpdateTime (779), required in 5.0 SP2.
+            c.send({"op": "md_subscribe", "symbol": "ACORN.LAB"})
+            snap = c.wait("wire", lambda m: m["msg_type"] == "W" and m["source"] == "exchange", timeout=15)
+            assert {f[0]: f for f in snap["fields"]}[779][1] == "LastUpdateTime"
+        assert c.wait("fill", timeout=15)["last_qty"] == "1"  # the page's fill line, in either version
+        sent = c.wait("wire", lambda m: m["msg_type"] == "D" and m["source"] == "client")
+        assert not any(m.get("type") == "wire" and m["msg_type"] == "3" for m in c.seen)  # no Reject
+        if version == "4.2":
+            assert {f[0]: f for f in sent["fields"]}[21][1] == "HandlInst"
+        c.send({"op": "logout"})
+        c.wait("state", lambda m: m["status"] == "ended", timeout=20)
+    finally:
+        c.close()

@@ -10,6 +10,7 @@ from services.client.commands import CommandError, parse
 from services.client.core import Client, Decoded, clordid_prefix
 from services.client.session import LOGGED_ON, LOGGED_OUT, Record
 from shared.fix import dictionary
+from shared.fix.versions import DEFAULT
 from tests.gateway_stack import frame
 
 
@@ -21,6 +22,7 @@ class FakeSession:
         self.text = ""
         self.sent: list[list[tuple[int, Any]]] = []
         self.dropped = self.silent = False
+        self.fix_version = DEFAULT
 
     @property
     def logged_on(self) -> bool:

@@ -23,13 +23,14 @@ ENV = {"REDIS_URL": "redis://127.0.0.1:1/0"}
 
 def test_pools_cover_every_compid_with_their_reset_policy() -> None:
     specs = {s.target: s for s in pool_sessions()}
-    assert len(specs) == 16 + 224 + 8 + 64 + 4 * 8  # 344, as before issue 25
+    # 344, as before issue 25: 16 of the 64 FIX 4.4 lab sessions became 8 FIX 4.2 and 8 FIXT.1.1 ones.
+    assert len(specs) == 16 + 224 + 8 + 48 + 4 * 8 + 2 * 8
     assert specs["CLIENT01"].options["ResetOnLogon"] == "N"
-    for comp in ("BENCH224", "BOT08", "LAB064", "BENCH42-008", "BENCH50-008"):
+    for comp in ("BENCH224", "BOT08", "LAB048", "BENCH42-008", "BENCH50-008", "LAB42-08", "LAB50-08"):
         assert specs[comp].options["ResetOnLogon"] == "Y" and specs[comp].sender == "FIXLAB"
     # FIX 4.2 and FIXT.1.1 / 5.0 SP2 beside FIX 4.4 (issue 25): clients keep their sequence numbers.
-    assert {specs[c].begin for c in ("CLIENT42-01", "BENCH42-001")} == {"FIX.4.2"}
-    assert {specs[c].begin for c in ("CLIENT50-08", "BENCH50-001")} == {"FIXT.1.1"}
+    assert {specs[c].begin for c in ("CLIENT42-01", "BENCH42-001", "LAB42-01")} == {"FIX.4.2"}
+    assert {specs[c].begin for c in ("CLIENT50-08", "BENCH50-001", "LAB50-08")} == {"FIXT.1.1"}
     assert specs["CLIENT42-01"].options["ResetOnLogon"] == "N"
     assert specs["CLIENT50-01"].trd_match_id and not specs["CLIENT42-01"].trd_match_id
 
@@ -48,10 +49,11 @@ def test_the_exchanges_own_session_keys_are_read_and_never_given_to_quickfix(tmp
         ("ACME", True, False), ("ACME2", False, True)]
     text = settings_text(specs, port=1, host="", data_dictionary=tmp_path / "d.xml")
     assert "SendTrdMatchID" not in text and "CancelOnDisconnect" not in text
-    # Out of the box: the bots and the lab ask for 880; every pool session cancels on disconnect.
+    # Out of the box: the bots and the lab ask for 880 (FIX 4.2 has no such field: its lab sessions get
+    # the match id in Text); every pool session cancels on disconnect.
     pools = pool_sessions()
-    assert trd_match_sessions(pools) == {s.target for s in pools
-                                         if s.target[:3] in ("BOT", "LAB") or s.begin == "FIXT.1.1"}
+    assert trd_match_sessions(pools) == {s.target for s in pools if s.begin == "FIXT.1.1" or (
+        s.target[:3] in ("BOT", "LAB") and s.begin == "FIX.4.4")}
     assert cancel_on_disconnect_sessions(pools) == {s.target for s in pools}
 
 

@@ -18,6 +18,8 @@ from shared.compids import (
     CLIENT42_COMP_IDS,
     CLIENT50_COMP_IDS,
     CLIENT_COMP_IDS,
+    LAB42_COMP_IDS,
+    LAB50_COMP_IDS,
     LAB_COMP_IDS,
     MAX_GATEWAYS,
     bot_comp_ids,
@@ -29,7 +31,7 @@ from shared.config import ConfigError, parse_instruments
 
 ENV = {"REDIS_URL": "redis://127.0.0.1:1/0"}
 POOLS = (CLIENT_COMP_IDS, BENCH_COMP_IDS, BOT_COMP_IDS, LAB_COMP_IDS, CLIENT42_COMP_IDS, CLIENT50_COMP_IDS,
-         BENCH42_COMP_IDS, BENCH50_COMP_IDS)
+         BENCH42_COMP_IDS, BENCH50_COMP_IDS, LAB42_COMP_IDS, LAB50_COMP_IDS)
 
 
 @pytest.mark.parametrize("count", range(1, MAX_GATEWAYS + 1))
@@ -52,9 +54,11 @@ def test_one_gateway_accepts_every_pool_whole_as_before() -> None:
 
 def test_two_gateways_split_each_pool_in_halves() -> None:
     one, two = gateway_comp_ids(1, 2), gateway_comp_ids(2, 2)
-    assert one.summary() == "CLIENT01-08, BENCH001-112, BOT01-04, LAB001-032"
-    assert two.summary() == "CLIENT09-16, BENCH113-224, BOT05-08, LAB033-064"
-    assert gateway_of("CLIENT09", 2) == 2 and gateway_of("LAB032", 2) == 1
+    assert one.summary() == "CLIENT01-08, BENCH001-112, BOT01-04, LAB001-024"
+    assert two.summary() == "CLIENT09-16, BENCH113-224, BOT05-08, LAB025-048"
+    assert one.lab_pools() == {"4.4": LAB_COMP_IDS[:24], "4.2": LAB42_COMP_IDS[:4],
+                               "5.0SP2": LAB50_COMP_IDS[:4]}
+    assert gateway_of("CLIENT09", 2) == 2 and gateway_of("LAB024", 2) == 1
     assert gateway_of("ACME", 2) is None  # a user's own session: in no pool
     # The bots are dealt to the gateways in turn, so each carries quotes.
     assert bot_comp_ids(2, 2) == ("BOT01", "BOT05")

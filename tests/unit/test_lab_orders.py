@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from shared.fix.orders import CommandError, LabOrders, stp_mode, transact_time
+from shared.fix.orders import (
+    CommandError,
+    LabOrders,
+    is_fill,
+    is_unknown_status,
+    stp_mode,
+    transact_time,
+)
+from shared.fix.versions import VERSIONS
 from shared.schema import LabCommand
 
 TS = 1_767_225_600_123_000_000  # 2026-01-01 00:00:00.123 UTC
@@ -177,3 +185,29 @@ def test_stp_mode_values() -> None:
     for bad in ("4", "", "-1", "off"):
         with pytest.raises(CommandError, match="self-trade prevention mode"):
             stp_mode(bad)
+
+
+def test_fix42_orders_carry_handlinst_and_follow_exectype_1_2_and_status() -> None:
+    orders = LabOrders("p-", VERSIONS["4.2"])
+    _, body = orders.new_order(order_cmd(), TS)
+    assert body[:2] == [(11, "p-1"), (21, "1")]
+    orders.on_execution_report({11: "p-1", 37: "o1", 20: "0", 150: "0", 39: "0", 14: "0", 151: "10"})
+    _, body = orders.replace(LabCommand("lab1", "replace", orig_clordid="p-1", qty=8), TS)
+    assert (21, "1") in body
+    _, body = orders.status(LabCommand("lab1", "status", orig_clordid="p-1"))
+    assert 790 not in dict(body)  # OrdStatusReqID came with FIX 4.3
+    partial = {11: "p-1", 20: "0", 150: "1", 39: "1", 14: "4", 151: "6"}
+    assert is_fill(partial)
+    orders.on_execution_report(partial)
+    assert [(o.cum_qty, o.leaves_qty, o.status) for o in orders.open_orders()] == [(4, 6, "1")]
+    status_answer = {11: "p-1", 20: "3", 150: "1", 39: "1", 14: "4", 151: "6"}
+    assert not is_fill(status_answer)  # ExecTransType 3: the order's state, not a new fill
+    assert is_unknown_status({11: "x", 20: "3", 150: "8", 39: "8"})
+    assert not is_unknown_status({11: "x", 20: "0", 150: "8", 39: "8"})  # a rejected order
+    orders.on_execution_report({11: "p-1", 20: "0", 150: "2", 39: "2", 14: "10", 151: "0"})
+    assert orders.open_orders() == ()
+
+
+def test_fix44_fills_are_exectype_f_only() -> None:
+    assert is_fill({150: "F", 39: "1"})
+    assert not is_fill({150: "1", 39: "1"})  # 4.4 has no ExecTransType: never a 4.2 fill

@@ -94,7 +94,7 @@ def runner(reply: Reply = echo_exchange, refuse: str | None = None) -> tuple[Run
     made: list[FakeSession] = []
 
     def factory(comp_id: str, heartbeat_s: int, port: int | None,
-                on_record: Callable[[RecordLike], None]) -> FakeSession:
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
         made.append(FakeSession(comp_id, on_record, reply, refuse))
         return made[-1]
     return Runner(factory), made
@@ -174,7 +174,7 @@ def test_cli_exit_codes(tmp_path: pytest.TempPathFactory, capsys: pytest.Capture
     failing.write_text("logon A C\nexpect A 35=8 timeout=0.2\n")
 
     def factory(comp_id: str, hb: int, port: int | None,
-                on_record: Callable[[RecordLike], None]) -> FakeSession:
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
         return FakeSession(comp_id, on_record, echo_exchange)
 
     assert main([str(good)], factory) == 0
@@ -222,7 +222,7 @@ def test_a_failure_report_names_the_expected_tags() -> None:
     made: list[FakeSession] = []
 
     def factory(comp_id: str, heartbeat_s: int, port: int | None,
-                on_record: Callable[[RecordLike], None]) -> FakeSession:
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
         made.append(FakeSession(comp_id, on_record, echo_exchange))
         return made[-1]
     names = dictionary_names()

@@ -57,6 +57,13 @@ def test_a_whole_scenario() -> None:
     assert isinstance(again, Control) and again.action == "reconnect" and again.timeout_s == 4
 
 
+def test_logon_takes_its_version_from_the_compid_pool_or_version() -> None:
+    s = parse("logon A CLIENT42-01\nlogon B CLIENT50-02\nlogon C CLIENT03\nlogon D ACME01 version=5.0SP2\n"
+              "logon E CLIENT04 version=4.2\n", "v.fix")
+    assert [step.begin_string for step in s.steps if isinstance(step, Logon)] == [
+        "FIX.4.2", "FIXT.1.1", "FIX.4.4", "FIXT.1.1", "FIX.4.2"]
+
+
 def test_msgtype_goes_first_and_a_bound_variable_is_compared() -> None:
     s = parse("logon A X\nsend A 11=a 35=D\nexpect A 37=$o\nexpect A 37=$o\n")
     send, first, second = s.steps[1:]
@@ -86,6 +93,7 @@ def test_words_quotes_and_comments() -> None:
     ("logon A\n", 1, "logon takes a session name and a CompID"),
     ("logon A CLIENT01 heartbeat=x\n", 1, "heartbeat=x"),
     ("logon A CLIENT01 colour=red\n", 1, "'colour=red': not a field"),
+    ("logon A CLIENT01 version=4.3\n", 1, "FIX version '4.3'"),
     ("logon A CLIENT01\nexpect A\n", 2, "at least one field"),
     ("logon A CLIENT01\nexpect A 35=8 timeout=soon\n", 2, "not a number of seconds"),
     ("logon A CLIENT01\nexpect A 35=8 from=nowhere\n", 2, "from=nowhere"),

@@ -59,3 +59,11 @@ def test_garbage_is_a_schema_error(payload: bytes) -> None:
 def test_batch_must_be_an_array() -> None:
     with pytest.raises(SchemaError):
         decode_batch(msgpack.packb({"a": 1}))
+
+
+def test_lab_start_carries_its_fix_version_and_an_older_one_is_fix44() -> None:
+    start = schema.LabStart("lab1", "1.2.3.4", 5, "4.2")
+    assert decode(encode(start)) == start
+    assert decode(encode(schema.LabStart("lab1", "1.2.3.4", 5))).fix_version == "4.4"  # type: ignore[attr-defined]
+    before = msgpack.packb([schema.LabStart.CODE, "lab1", "1.2.3.4", 5])  # encoded before the field came
+    assert decode(before) == schema.LabStart("lab1", "1.2.3.4", 5, "4.4")

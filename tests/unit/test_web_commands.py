@@ -17,6 +17,8 @@ def cmd(obj: object) -> Command:
 
 def test_valid_commands() -> None:
     assert cmd({"op": "logon"}) == Command("logon")
+    assert cmd({"op": "logon", "version": "4.2"}) == Command("logon", value="4.2")
+    assert cmd({"op": "logon", "version": "5.0SP2"}).value == "5.0SP2"
     o = cmd({"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": "100.25", "qty": 10, "id": 7})
     assert (o.op, o.symbol, o.side, o.price, o.qty, o.id) == ("order", "ACORN.LAB", 1, "100.25", 10, "7")
     assert cmd({"op": "order", "symbol": "B", "side": "sell", "price": 25, "qty": "3"}).side == 2
@@ -49,6 +51,8 @@ def test_valid_commands() -> None:
     ('{"op": "cancel", "clordid": "a\\u0001b"}', "clordid"),
     ('{"op": "cancel", "clordid": ""}', "clordid"),
     ('{"op": "logon", "id": {"a": 1}}', "id"),
+    ('{"op": "logon", "version": "4.3"}', "version must be one of 4.4, 4.2, 5.0SP2"),
+    ('{"op": "logon", "version": 4.2}', "version must be"),
 ])
 def test_malformed_commands_are_refused_with_a_reason(frame: str, needle: str) -> None:
     with pytest.raises(CommandError, match=needle):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from services.web.lab import dictionary_of
 from services.web.views import MarketView, execution_view, state_view, wire_view
 from shared.config import common_settings
 from shared.fix import dictionary
@@ -51,3 +52,31 @@ def test_state_view_time_left_and_orders() -> None:
     assert v["expires_in_s"] == 60.0 and v["drop_armed"] is True
     assert (v["comp_id"], v["gateway_id"]) == ("LAB001", "gw")  # the page shows which gateway
     assert v["orders"][0]["side"] == "buy" and v["orders"][0]["status"] == "New"
+
+
+def test_a_fix42_session_is_named_with_fix42_and_its_fills_and_status_answers_told_apart() -> None:
+    def raw42(body: str) -> bytes:
+        return raw(body).replace(b"8=FIX.4.4", b"8=FIX.4.2", 1)
+
+    fill = raw42("35=8|34=5|49=FIXLAB|56=LAB42-01|52=x|11=c1|17=E1|20=0|31=100|32=3|14=10|151=0|39=2|54=1|"
+                 "55=ACORN.LAB|150=2|58=TrdMatchID=M1|")
+    d42 = dictionary_of(fill, D)
+    assert d42.begin_string == "FIX.4.2" and dictionary_of(raw("35=0|"), D) is D
+    view, parsed = wire_view(WireRecord("l", 4, "exchange", fill, False, 1), d42)
+    assert [150, "ExecType", "2", "Fill", "body"] in view["fields"]
+    assert [20, "ExecTransType", "0", "New", "body"] in view["fields"]
+    f = execution_view(parsed, "exchange")
+    assert f is not None and f["type"] == "fill" and f["last_qty"] == "3"
+    # A status answer (ExecTransType 3) about a filled order, or an unknown one: no fill, no refusal.
+    for body in ("11=c1|17=E2|20=3|39=2|150=2|", "11=zz|17=E3|20=3|39=8|150=8|"):
+        _, parsed = wire_view(WireRecord("l", 6, "exchange", raw42(f"35=8|34=6|{body}"), False, 1), d42)
+        assert execution_view(parsed, "exchange") is None
+
+
+def test_a_fixt_session_is_named_with_fixt11_and_fix50sp2() -> None:
+    logon = raw("35=A|34=1|49=LAB50-01|56=FIXLAB|52=x|98=0|108=6|141=Y|1137=9|").replace(
+        b"8=FIX.4.4", b"8=FIXT.1.1", 1)
+    d50 = dictionary_of(logon, D)
+    view, _ = wire_view(WireRecord("l", 1, "client", logon, False, 1), d50)
+    assert view["msg_name"] == "Logon" and [1137, "DefaultApplVerID", "9", "", "body"] in view["fields"]
+    assert d50.field_name(880) == "TrdMatchID" and d50.meaning(35, "8") == "ExecutionReport"

@@ -30,9 +30,9 @@ def client_factory(host: str, port: int) -> Callable[..., SessionLike]:
     from services.client.session import ClientSession  # quickfix: only when a scenario runs
 
     def make(comp_id: str, heartbeat_s: int, port_override: int | None,
-             on_record: Callable[[RecordLike], None]) -> SessionLike:
-        return ClientSession(comp_id, host=host, port=port_override or port, heartbeat_s=heartbeat_s,
-                             on_record=on_record)
+             on_record: Callable[[RecordLike], None], begin: str) -> SessionLike:
+        return ClientSession(comp_id, host=host, port=port_override or port, begin=begin,
+                             heartbeat_s=heartbeat_s, on_record=on_record)
     return make
 
 

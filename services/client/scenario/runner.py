@@ -66,8 +66,8 @@ class SessionLike(Protocol):
     def stop(self) -> None: ...
 
 
-# comp_id, heartbeat_s, port (None: the run's), on_record -> a session not yet started
-SessionFactory = Callable[[str, int, "int | None", Callable[[RecordLike], None]], SessionLike]
+# comp_id, heartbeat_s, port (None: the run's), on_record, BeginString -> a session not yet started
+SessionFactory = Callable[[str, int, "int | None", Callable[[RecordLike], None], str], SessionLike]
 
 
 class StepFailed(Exception):
@@ -219,7 +219,7 @@ class Runner:
         inbox = Inbox()
         self.inboxes[step.session] = inbox
         try:
-            session = self.factory(step.comp_id, step.heartbeat_s, step.port, inbox.add)
+            session = self.factory(step.comp_id, step.heartbeat_s, step.port, inbox.add, step.begin_string)
             self.sessions[step.session] = session
             session.start()
             self.engine_started()

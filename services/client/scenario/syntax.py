@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 
 from services.client.scenario.match import Absent, Capture, Exact, FieldSpec, Regex, Template, Var
+from shared.compids import gateway_comp_ids
+from shared.fix.versions import version
 
 BUILTINS = frozenset({"run", "now"})  # $run: unique per run; $now: UTCTimestamp when sent
 # Header and trailer fields the client's engine writes itself.
@@ -59,6 +61,7 @@ class Logon:
     heartbeat_s: int = 30
     port: int | None = None  # another gateway's port (FIXLAB_GATEWAYS); None: the run's --port
     timeout_s: float = 10.0
+    begin_string: str = "FIX.4.4"  # the session's version: ``version=``, else its CompID's pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,13 +222,20 @@ class _Parser:
         if comp_id in self.comp_ids:
             raise _Bad(f"{comp_id} is already session {self.comp_ids[comp_id]} (the exchange takes one "
                        "Logon per CompID at a time)")
-        options = self.options(args[2:], allowed={"heartbeat", "port", "timeout"}, verb="logon")
+        options = self.options(args[2:], allowed={"heartbeat", "port", "timeout", "version"}, verb="logon")
         heartbeat = integer(options.get("heartbeat", "30"), "heartbeat", 1, 3600)
         port = integer(options["port"], "port", 1, 65535) if "port" in options else None
         self.sessions.add(session)
         self.comp_ids[comp_id] = session
         timeout = seconds(options.get("timeout", "10"), "timeout")
-        return Logon(where, session, comp_id, heartbeat, port, timeout)
+        if "version" in options:
+            try:
+                begin = version(options["version"]).begin_string
+            except ValueError as exc:
+                raise _Bad(str(exc)) from None
+        else:  # CLIENT42-01: FIX.4.2, CLIENT50-01: FIXT.1.1, any other: FIX.4.4
+            begin = gateway_comp_ids().begin_string(comp_id)
+        return Logon(where, session, comp_id, heartbeat, port, timeout, begin)
 
     def send(self, where: Where, session: str, args: list[str]) -> Send:
         fields: list[tuple[int, Template]] = []

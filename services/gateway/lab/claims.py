@@ -1,6 +1,7 @@
 """Lab CompIDs claimed atomically in Redis, so no two gateways hand out the same one.
 
-The exchange's acceptor accepts a fixed pool (shared.compids.LAB_COMP_IDS). A claim is a key per
+The exchange's acceptor accepts a fixed pool per FIX version (shared.compids: LAB_COMP_IDS and the
+FIX 4.2 and FIXT.1.1 ones; one CompIdClaims each). A claim is a key per
 CompID, set only if absent, with a TTL its gateway renews while the session lives: a gateway that
 dies without releasing loses its claims by itself. A shared cursor hands the pool out in turn, so a
 CompID just released is the last to be reused (its old session's end is settled by then).
@@ -40,11 +41,12 @@ return 0
 class CompIdClaims:
     """Claim, renew and release lab CompIDs of the pool, atomically across gateways."""
 
-    def __init__(self, r: redis.Redis, ttl_s: int, pool: Sequence[str] = LAB_COMP_IDS) -> None:
+    def __init__(self, r: redis.Redis, ttl_s: int, pool: Sequence[str] = LAB_COMP_IDS,
+                 cursor_key: str = streams.LAB_COMPID_CURSOR_KEY) -> None:
         self.r = r
         self.ttl_ms = ttl_s * 1000
         self.pool = tuple(pool)
-        self._keys = [streams.LAB_COMPID_CURSOR_KEY, *(streams.lab_compid_key(c) for c in self.pool)]
+        self._keys = [cursor_key, *(streams.lab_compid_key(c) for c in self.pool)]
         self._claim = r.register_script(_CLAIM)
         self._release = r.register_script(_RELEASE)
         self._renew = r.register_script(_RENEW)

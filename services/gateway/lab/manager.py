@@ -14,7 +14,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from services.gateway.lab.claims import CompIdClaims
 from services.gateway.lab.outbox import Outbox
@@ -26,6 +26,7 @@ from shared.clock import now_ns
 from shared.compids import LAB_COMP_IDS
 from shared.fix.orders import CommandError
 from shared.fix.tap import Tap, TapLoop
+from shared.fix.versions import VERSIONS
 from shared.schema import LabCommand, LabNotice, LabStart, LabState, Message, to_dict
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,9 @@ class LabManager:
 
     def __init__(self, redis_url: str, gateway_id: str, exchange_host: str, exchange_port: int, *,
                  settings: LabSettings | None = None, set_stp: SetStp | None = None,
-                 comp_ids: Sequence[str] = LAB_COMP_IDS) -> None:
+                 comp_ids: Sequence[str] = LAB_COMP_IDS,
+                 version_comp_ids: Mapping[str, Sequence[str]] | None = None,
+                 version_dictionaries: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.redis_url = redis_url
         self.gateway_id = gateway_id
         self.exchange_host = exchange_host
@@ -50,6 +53,12 @@ class LabManager:
         # The lab CompIDs this gateway's acceptor accepts: its own range when several gateways run,
         # so two gateways never hand out the same one (each also claims it in Redis, claims.py).
         self.comp_ids = tuple(comp_ids)
+        # The pools of the other versions a visitor may choose ("4.2", "5.0SP2"; FIX 4.4's is comp_ids).
+        self.version_comp_ids = {name: tuple(pool) for name, pool in (version_comp_ids or {}).items()
+                                 if name != "4.4" and pool}
+        # Their dictionaries, as QuickFIX settings (the gateway's acceptor files of that version);
+        # a version not given validates with the installed files.
+        self.version_dictionaries = dict(version_dictionaries or {})
         self._sessions: dict[str, LabSession] = {}
         self._ending: set[str] = set()
         self._logout_sent: dict[str, float] = {}
@@ -72,6 +81,9 @@ class LabManager:
         self.r = connect(self.redis_url)
         wait_for_redis(self.r)
         self.claims = CompIdClaims(self.r, s.claim_ttl_s, self.comp_ids)
+        self.version_claims = {"4.4": self.claims, **{
+            name: CompIdClaims(self.r, s.claim_ttl_s, pool, streams.lab_compid_cursor_key(name))
+            for name, pool in self.version_comp_ids.items()}}
         self.outbox = Outbox(connect(self.redis_url), s.stream_maxlen).start()
         self.taps = TapLoop().start()
         # One start per read: with several gateways in the group, a burst of starts is dealt out
@@ -221,14 +233,21 @@ class LabManager:
             self._refuse(lab_id, f"too many lab sessions on this gateway ({s.max_sessions} at most); "
                                  "try again in a few minutes")
             return
+        version = VERSIONS.get(start.fix_version or "4.4")
+        claims = self.version_claims.get(version.name) if version is not None else None
+        if version is None or claims is None:
+            self._refuse(lab_id, f"FIX version {start.fix_version!r}: this gateway's lab speaks "
+                                 f"{', '.join(self.version_claims)}")
+            return
         owner = f"{self.gateway_id}:{lab_id}"
-        comp_id = self.claims.claim(owner)
+        comp_id = claims.claim(owner)
         if comp_id is None:
-            self._refuse(lab_id, "every lab CompID is in use; try again in a few minutes")
+            self._refuse(lab_id, f"every FIX {version.name} lab CompID is in use; try again in a few minutes")
             return
         tap = Tap(self.taps, self.exchange_host, self.exchange_port, lambda *a: None, lambda r: None)
         session = LabSession(lab_id, comp_id, self.gateway_id, s, tap,
-                             lambda m: self._emit(session, m), self._end, self.set_stp)
+                             lambda m: self._emit(session, m), self._end, self.set_stp, version,
+                             self.version_dictionaries.get(version.name))
         tap.on_record = session.on_wire
         tap.on_closed = session.on_tap_closed
         try:
@@ -241,11 +260,11 @@ class LabManager:
             with self._lock:
                 self._sessions.pop(lab_id, None)
             tap.close()
-            self.claims.release(comp_id, owner)
+            claims.release(comp_id, owner)
             raise
         self.started_count += 1
-        log.info("lab %s: started as %s (tap port %d, client %s)", lab_id, comp_id, tap.port,
-                 start.client_addr)
+        log.info("lab %s: started as %s, FIX %s (tap port %d, client %s)", lab_id, comp_id, version.name,
+                 tap.port, start.client_addr)
 
     def _on_commands(self, batch: list[Entry]) -> Effects:
         effects = Effects()
@@ -316,8 +335,11 @@ class LabManager:
         with self._lock:
             live = list(self._sessions.values())
         for session in live:
-            if not self.claims.renew(session.comp_id, f"{self.gateway_id}:{session.lab_id}"):
+            if not self._claims(session).renew(session.comp_id, f"{self.gateway_id}:{session.lab_id}"):
                 log.error("lab %s: the claim on %s lapsed", session.lab_id, session.comp_id)
+
+    def _claims(self, session: LabSession) -> CompIdClaims:
+        return self.version_claims.get(session.fix_version.name, self.claims)
 
     def _end(self, session: LabSession, reason: str) -> None:
         thread = threading.Thread(target=self._finish, args=(session, reason),
@@ -344,7 +366,7 @@ class LabManager:
             except Exception:
                 log.exception("lab %s: resetting self-trade prevention failed", session.lab_id)
             try:
-                self.claims.release(session.comp_id, f"{self.gateway_id}:{session.lab_id}")
+                self._claims(session).release(session.comp_id, f"{self.gateway_id}:{session.lab_id}")
             except REDIS_ERRORS as exc:  # the claim's TTL frees it anyway
                 log.warning("lab %s: could not release %s (%s)", session.lab_id, session.comp_id, exc)
             session.status = ENDED

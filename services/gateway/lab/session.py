@@ -1,4 +1,10 @@
-"""One visitor's lab session: a QuickFIX initiator (FIX 4.4) connected through its own tap.
+"""One visitor's lab session: a QuickFIX initiator connected through its own tap.
+
+Its FIX version is the visitor's choice at logon (``shared.fix.versions``): FIX 4.4 validates with the
+lab's dictionary (settings.data_dictionary); FIX 4.2 and FIX 5.0 SP2 (FIXT.1.1, DefaultApplVerID 9)
+with the gateway's acceptor files of that version, trimmed as its own sessions' (FIX50SP2.xml whole,
+copied into each session by QuickFIX, costs ~56 MiB per session), or the installed ones when not
+given; all strictly, chosen once, at set-up.
 
 Every QuickFIX callback is guarded: an uncaught Python exception in one ends the whole process.
 Callbacks only update in-memory state and queue messages for the outbox; they never wait on Redis.
@@ -9,20 +15,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import quickfix as fix
 
 from services.gateway.lab.settings import LabSettings
 from shared.clock import now_ns
-from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID
+from shared.compids import EXCHANGE_COMP_ID
 from shared.fix.codec import field_values
 from shared.fix.initiator import set_fields
 from shared.fix.message import Fields
 from shared.fix.orders import STP_NAMES, CommandError, LabOrders, stp_mode
 from shared.fix.seqs import ExchangeSeqs
 from shared.fix.tap import CLIENT, Tap
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, DEFAULT, FixVersion
 from shared.schema import LabCommand, LabNotice, LabState, Message, WireRecord
 
 log = logging.getLogger(__name__)
@@ -38,9 +45,22 @@ Emit = Callable[[Message], None]
 SetStp = Callable[[str, int | None], None]
 
 
-def initiator_settings(comp_id: str, port: int, settings: LabSettings) -> fix.SessionSettings:
+def initiator_settings(comp_id: str, port: int, settings: LabSettings, fix_version: FixVersion = DEFAULT,
+                       dictionaries: Mapping[str, str] | None = None) -> fix.SessionSettings:
     """QuickFIX settings of one lab session (in-memory store, reset on logon, strict validation with the
-    exchange's own dictionary: nothing unlisted is allowed)."""
+    exchange's own dictionary, or another version's: nothing unlisted is allowed). ``dictionaries``:
+    the version's dictionary settings (the gateway's acceptor files of that version); None: the
+    installed files."""
+    if dictionaries:
+        dictionaries_text = "\n".join(f"{key}={value}" for key, value in dictionaries.items())
+    elif fix_version.fixt:
+        dictionaries_text = (f"TransportDataDictionary={fix_version.transport_dictionary()}\n"
+                             f"AppDataDictionary={fix_version.app_dictionary()}\n"
+                             f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
+    elif fix_version is DEFAULT:
+        dictionaries_text = f"DataDictionary={settings.data_dictionary}"
+    else:
+        dictionaries_text = f"DataDictionary={fix_version.app_dictionary()}"
     text = f"""[DEFAULT]
 ConnectionType=initiator
 StartTime=00:00:00
@@ -53,11 +73,11 @@ ResetOnLogon=Y
 ResetOnLogout=Y
 ResetOnDisconnect=Y
 UseDataDictionary=Y
-DataDictionary={settings.data_dictionary}
+{dictionaries_text}
 SocketConnectHost=127.0.0.1
 SocketConnectPort={port}
 [SESSION]
-BeginString={BEGIN_STRING}
+BeginString={fix_version.begin_string}
 SenderCompID={comp_id}
 TargetCompID={EXCHANGE_COMP_ID}
 """
@@ -76,9 +96,12 @@ class LabSession(fix.Application):
 
     def __init__(self, lab_id: str, comp_id: str, gateway_id: str, settings: LabSettings,
                  tap: Tap, emit: Emit, on_down: Callable[[LabSession, str], None],
-                 set_stp: SetStp | None = None) -> None:
+                 set_stp: SetStp | None = None, fix_version: FixVersion = DEFAULT,
+                 dictionaries: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self.lab_id = lab_id
+        self.fix_version = fix_version
+        self.dictionaries = dictionaries
         self.comp_id = comp_id
         self.gateway_id = gateway_id
         self.settings = settings
@@ -92,14 +115,14 @@ class LabSession(fix.Application):
         self.status = CONNECTING
         self.text = ""
         self.logging_out = False
-        self.orders = LabOrders(f"{lab_id[:12]}-")
+        self.orders = LabOrders(f"{lab_id[:12]}-", fix_version)
         self.exchange = ExchangeSeqs()
         self._lock = threading.Lock()
         # Held while the engine stops: outside threads must not touch a Session being deleted.
         # Callbacks never take it (they run on the engine's thread, which stop() joins).
         self._engine_lock = threading.Lock()
         # Our own SessionID: the one a callback receives belongs to the engine and may not outlive it.
-        self._sid = fix.SessionID(BEGIN_STRING, comp_id, EXCHANGE_COMP_ID)
+        self._sid = fix.SessionID(fix_version.begin_string, comp_id, EXCHANGE_COMP_ID)
         self._created = False
         self._seqs = (1, 1)
         self._seqs_final = False
@@ -122,7 +145,8 @@ class LabSession(fix.Application):
             if self._stopped:
                 return
             initiator = fix.SocketInitiator(self, fix.MemoryStoreFactory(),
-                                            initiator_settings(self.comp_id, self.tap.port, self.settings))
+                                            initiator_settings(self.comp_id, self.tap.port, self.settings,
+                                                               self.fix_version, self.dictionaries))
             initiator.start()
             self._initiator = initiator
 

@@ -225,7 +225,7 @@ function toggleDetails(card, m) {
   const fieldRow = ([tag, name, value, meaning]) => {
     const tr = el("tr", name ? "" : "unknown");
     tr.append(el("td", "tag mono", tag === null ? "?" : tag));
-    tr.append(el("td", "fname", name || "(not in FIX 4.4)"));
+    tr.append(el("td", "fname", name || `(not in FIX ${S.version || "4.4"})`));
     const v = el("td", "val mono", value);
     if (meaning) v.append(el("span", "meaning", ` ${meaning}`));
     tr.append(v);
@@ -324,6 +324,7 @@ function resetSessionControls() {
 function updateButtons() {
   const st = S.state, live = S.live, on = live && st && st.status === "logged_on";
   $("b-logon").disabled = live;
+  $("fix-version").disabled = live;
   $("b-logout").disabled = !live;
   $("b-drop").disabled = !on || (st && st.drop_armed);
   $("b-silent").disabled = !on || (st && st.silent);
@@ -545,7 +546,10 @@ function onTrade(t, live) {
 
 // ---------------------------------------------------------------- controls
 function wire() {
-  $("b-logon").addEventListener("click", () => send({ op: "logon" }));
+  $("b-logon").addEventListener("click", () => {
+    S.version = $("fix-version").value;  // the session's version: chosen at logon, fixed for its life
+    send({ op: "logon", version: S.version });
+  });
   $("b-logout").addEventListener("click", () => send({ op: "logout" }));
   $("b-drop").addEventListener("click", () => send({ op: "drop_next" }));
   $("b-silent").addEventListener("click", () => send({ op: "silent" }));
