@@ -46,6 +46,11 @@ def pane_text(app: ClientApp, selector: str) -> str:
     return " ".join(" ".join(strip.text for strip in log.lines).split())
 
 
+def listed(table: DataTable) -> set[str]:
+    """The ClOrdIDs the open-orders table shows."""
+    return {str(table.get_row_at(i)[0]) for i in range(table.row_count)}
+
+
 async def until(pilot: Pilot[int], check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -86,12 +91,16 @@ def test_order_drop_and_silence_in_the_tui(stack: Stack) -> None:
             await pilot.press("s")
             await until(pilot, lambda: "OrderStatusRequest 35=H" in pane_text(app, "#wire"), "status request")
             # r puts "replace <ClOrdID> " at the prompt; c cancels the selected order.
+            before = listed(table)
             await pilot.press("r")
             prompt = app.query_one("#prompt", Input)
             assert prompt.value.startswith("replace ") and prompt.has_focus
             prompt.value += "99.45 10"
             await pilot.press("enter")
             await until(pilot, lambda: "ExecType(150)=5 (Replaced)" in pane_text(app, "#wire"), "Replaced")
+            # The table shows the replacement's ClOrdID on its next refresh, not with the wire line:
+            # c on the row before that would cancel the replaced ClOrdID, as a user's too-quick key would.
+            await until(pilot, lambda: listed(table) != before, "the replacement listed")
             table.focus()
             await pilot.press("c")
             await until(pilot, lambda: "ExecType(150)=4 (Canceled)" in pane_text(app, "#wire"), "Canceled")
