@@ -189,3 +189,41 @@ def test_a_crashed_matcher_is_restarted_by_docker_and_loses_nothing(stack: Stack
 def test_down_leaves_no_container_network_or_volume(stack: Stack) -> None:
     stack.compose("--profile", "bench", "down", "-v", "--remove-orphans", "--timeout", "15", timeout=180)
     assert stack.leftovers() == {"containers": [], "networks": [], "volumes": []}
+
+
+def test_the_cluster_file_comes_up_and_passes_its_cluster_check(stack: Stack) -> None:
+    """deploy/compose.cluster.yml, the same way, after the single-Redis stack is down."""
+    cluster = Stack({**stack.env, "FIXLAB_WEB_PORT": str(free_port())}, f"{stack.project}c", 0, 0)
+
+    def compose(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["docker", "compose", "-p", cluster.project,
+                               "-f", str(tool.ROOT / "deploy" / "compose.cluster.yml"), *args],
+                              env=cluster.env, capture_output=True, text=True, timeout=timeout, check=check)
+
+    # Two gateways on FIXLAB_FIX_PORT and the next port: two free ones in a row.
+    base = next(p for p in iter(free_port, None) if p < 65535 and _free(p + 1))
+    cluster.env["FIXLAB_FIX_PORT"] = str(base)
+    try:
+        up = compose("up", "-d", "--no-build", "--wait", timeout=300, check=False)
+        assert up.returncode == 0, up.stdout + up.stderr
+        check = compose("exec", "-T", "redis-1", "redis-cli", "--cluster", "check", "127.0.0.1:6379").stdout
+        assert "[OK] All nodes agree about slots configuration." in check, check
+        assert "[OK] All 16384 slots covered." in check, check
+        assert check.count(") master") == 3, check  # three masters, no replicas
+        listing = compose("exec", "-T", "web", "fixlab", "list").stdout
+        for shard in ("a", "b"):
+            assert f"fixlab:{{shard-{shard}}}:orders" in listing, listing
+    finally:
+        compose("down", "-v", "--remove-orphans", "--timeout", "15", timeout=180, check=False)
+    assert cluster.leftovers() == {"containers": [], "networks": [], "volumes": []}
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
