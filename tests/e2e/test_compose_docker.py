@@ -13,6 +13,7 @@ to seed it: 9 minutes of CI; `make compose-up` builds it once). Bounded: every s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -75,7 +76,24 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+def one_at_a_time() -> Iterator[None]:
+    """One run of this module per machine at a time: a second would share the dockerd that the
+    first stops at its end."""
+    with open("/run/fixlab-compose-e2e.lock", "w") as lock:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.skip("another run of the compose e2e test held the machine's dockerd for 10 min")
+                time.sleep(2)
+        yield
+
+
+@pytest.fixture(scope="module")
+def stack(one_at_a_time: None) -> Iterator[Stack]:
     try:
         started = tool.start_engine()
     except SystemExit as e:
