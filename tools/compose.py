@@ -44,6 +44,7 @@ LOCAL_PYTHON = "fixlab-python:3.11-bookworm"
 LOCAL_REDIS = "fixlab-redis:7.0"
 WHEELS = ROOT / "deploy" / "wheels"
 PULL_TIMEOUT_S = 60
+_dockerd: subprocess.Popen[bytes] | None = None  # the dockerd this process started, if any
 # The host's CA bundle, given to the build as a secret (deploy/Dockerfile): the CAs this host trusts,
 # a TLS-inspecting proxy's included, for the build's pip.
 CA_BUNDLE = os.environ.get("FIXLAB_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
@@ -121,10 +122,12 @@ def start_engine(timeout_s: float = 60) -> bool:
     (STATE / "iptables.before").write_text(_iptables_save())
     (STATE / "ip_forward.before").write_text(Path("/proc/sys/net/ipv4/ip_forward").read_text())
     (STATE / "docker0.existed").write_text("1" if Path("/sys/class/net/docker0").exists() else "0")
-    log = open(STATE / "dockerd.log", "ab")  # noqa: SIM115 - dockerd keeps it
+    global _dockerd
     say(f"starting dockerd (log: {STATE / 'dockerd.log'})")
-    proc = subprocess.Popen(["dockerd"], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    with open(STATE / "dockerd.log", "ab") as log:
+        proc = subprocess.Popen(["dockerd"], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    _dockerd = proc
     (STATE / "dockerd.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -141,12 +144,25 @@ def stop_engine() -> None:
     pidfile = STATE / "dockerd.pid"
     if not pidfile.exists():
         return
+    global _dockerd
     pid = int(pidfile.read_text())
     say(f"stopping dockerd (pid {pid})")
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, 15)
+    if _dockerd is not None and _dockerd.pid == pid:
+        try:  # our child: reaped here, not left a zombie
+            _dockerd.wait(30)
+        except subprocess.TimeoutExpired:
+            _dockerd.kill()
+            _dockerd.wait()
+        _dockerd = None
+    else:  # started by another process (make compose-up): gone, or a zombie its parent never reaped
         for _ in range(300):
-            os.kill(pid, 0)
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"):
+                    break
+            except (OSError, IndexError):
+                break
             time.sleep(0.1)
     before = (STATE / "iptables.before").read_text() or EMPTY_RULES
     if shutil.which("iptables-restore") is not None:
