@@ -7,7 +7,7 @@ CODEC_SAMPLES ?= 50000
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 APT := $(shell command -v apt-get 2>/dev/null)
 
-.PHONY: install system-deps browser run run-cluster test test-fast bench chaos lint clean
+.PHONY: install system-deps browser docker-engine compose-up compose-up-cluster run run-cluster test test-fast bench chaos lint clean
 
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
@@ -35,6 +35,21 @@ browser:
 	  echo "make: installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+# Docker: Debian's docker.io and debootstrap, the Compose v2 plugin (tools/compose.py). `make test`
+# asks for it so that tests/e2e/test_compose_docker.py can run; without it that test skips.
+docker-engine:
+	@$(PY) -m tools.compose install || echo "make: no Docker engine here: tests/e2e/test_compose_docker.py will skip"
+
+# `docker compose up` of docker-compose.yml, for real: installs the engine if missing, starts dockerd
+# if none runs, builds the base images when no registry has them, builds fixlab:local, prints the
+# page's address; Ctrl-C brings it down. No venv needed. FIXLAB_HOST_WHEELS=0 compiles quickfix in
+# the image instead of reusing this host's wheel (deploy/README.md).
+compose-up:
+	@$(PY) -m tools.compose up
+
+compose-up-cluster:
+	@$(PY) -m tools.compose up -f deploy/compose.cluster.yml
+
 run: install
 	@$(BIN)/python -m services
 
@@ -43,7 +58,7 @@ run: install
 run-cluster: install
 	@$(BIN)/python -m services --cluster
 
-test: install browser lint
+test: install browser docker-engine lint
 	@$(BIN)/python -m pytest
 
 test-fast: install

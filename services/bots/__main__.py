@@ -37,7 +37,13 @@ def main() -> int:
     stop_on_signals(stop)
     if s.bots == 0:
         log.info("FIXLAB_BOTS=0: no liquidity bots")
+        # Still reported, with no sessions: compose's healthcheck (`python -m shared.health bots`)
+        # waits for this report, and `docker compose up --wait` with FIXLAB_BOTS=0 failed on
+        # "container fixlab-bots-1 is unhealthy" without it.
+        idle = HealthReporter(connect(s.common.redis_url), "bots", str(os.getpid()),
+                              lambda: {"sessions": 0, "logged_on": 0, "resting": 0}).start()
         stop.wait()
+        idle.stop()
         return 0
     app = Bots(s)
     initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), session_settings(s))

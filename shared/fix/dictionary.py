@@ -1,6 +1,7 @@
 """The FIX 4.4 dictionary: the one the quickfix package installs, the exchange's own, names of tags.
 
-The installed file is ``<sys.prefix>/share/quickfix/FIX44.xml``; it is never copied into the repo.
+The installed file is ``<data>/share/quickfix/FIX44.xml`` (sysconfig's data path: sys.prefix in a venv);
+it is never copied into the repo.
 
 The exchange's own dictionary is that file plus TrdMatchID (880) in ExecutionReport. Stock FIX44.xml
 defines field 880 but does not list it in ExecutionReport (35=8), where the exchange sends it to the
@@ -26,6 +27,7 @@ import functools
 import os
 import re
 import sys
+import sysconfig
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -79,8 +81,12 @@ class DictionaryError(ValueError):
 
 
 def installed_dictionary() -> Path:
-    """The FIX 4.4 dictionary the quickfix package installs."""
-    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
+    """The FIX 4.4 dictionary the quickfix package installs: under the scheme's data directory, which
+    is sys.prefix in a venv or a python image but /usr/local for a root pip install on Debian's own
+    python3 (sys.prefix /usr), as in the image built on a plain Debian base (tools/compose.py)."""
+    found = [Path(base) / "share" / "quickfix" / "FIX44.xml"
+             for base in (sysconfig.get_paths()["data"], sys.prefix)]
+    return next((p for p in found if p.exists()), found[0])
 
 
 # ------------------------------------------------------------------------ the exchange's own

@@ -1,8 +1,8 @@
 """docker-compose.yml run without Docker: every service's own command and environment, started in
 depends_on order, each waited for with its own compose healthcheck, against a real redis-server.
 
-Docker does not run here; this is what stays of `docker compose up` once the containers are taken
-away. It proves the compose file's commands, variables, healthchecks and start order work with the
+This is what stays of `docker compose up` once the containers are taken away (it needs no Docker;
+tests/e2e/test_compose_docker.py runs the real containers where an engine can run). It proves the compose file's commands, variables, healthchecks and start order work with the
 real services: the bots (on the gateway's loopback, as in compose) quote both books through the
 gateway and the matcher, and the page answers on its published port.
 """

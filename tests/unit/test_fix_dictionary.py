@@ -152,6 +152,22 @@ def test_the_installed_dictionary_is_named_once() -> None:
     assert dictionary.load(str(dictionary.installed_dictionary())) == D
 
 
+def test_the_installed_dictionary_is_found_under_the_scheme_data_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Debian's own python3 (the image on a debootstrapped base): sys.prefix is /usr, pip's root installs
+    # put data files under /usr/local, sysconfig's "data" path. Found there; sys.prefix is the fallback.
+    data, prefix = tmp_path / "usr-local", tmp_path / "usr"
+    (data / "share" / "quickfix").mkdir(parents=True)
+    (data / "share" / "quickfix" / "FIX44.xml").write_text("<fix/>")
+    monkeypatch.setattr(dictionary.sysconfig, "get_paths", lambda: {"data": str(data)})
+    monkeypatch.setattr(dictionary.sys, "prefix", str(prefix))
+    assert dictionary.installed_dictionary() == data / "share" / "quickfix" / "FIX44.xml"
+    (data / "share" / "quickfix" / "FIX44.xml").unlink()
+    (prefix / "share" / "quickfix").mkdir(parents=True)
+    (prefix / "share" / "quickfix" / "FIX44.xml").write_text("<fix/>")
+    assert dictionary.installed_dictionary() == prefix / "share" / "quickfix" / "FIX44.xml"
+
+
 # ------------------------------------------------------------------ the acceptor's trimmed copy
 
 TRIM = """<fix type='FIX' major='4' minor='4' servicepack='0'>
