@@ -1,0 +1,97 @@
+"""The page's certification (/certify, /api/certify) against the web as a process: a run started over
+HTTP is the ``fixlab certify`` command as a child of the web; a real QuickFIX client (tests/certify_client.py)
+follows its instructions. Bad starts (unknown, running, all busy) and a run nobody logs on to."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.redis_server import free_port
+from tests.e2e.webstack import ROOT, WebProcess, web_process
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+CHECKS = 15  # scripts/certify/default.scenario
+
+
+def status(web: WebProcess, comp: str) -> dict[str, Any]:
+    r = httpx.get(f"{web.url}/api/certify/{comp}", timeout=5)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def ended(web: WebProcess, comp: str, timeout: float) -> dict[str, Any]:
+    return eventually(lambda: (s := status(web, comp))["state"] not in ("starting", "waiting") and s,
+                      timeout=timeout, interval=0.2, what=f"{comp}'s run ended")
+
+
+@pytest.fixture
+def web(redis_url: str) -> Iterator[WebProcess]:
+    # One run at a time, so that a second CompID finds every run busy.
+    with web_process(redis_url, env={"FIXLAB_CERTIFY_PORTS": str(free_port()), "FIXLAB_CERTIFY_RUNS": "1",
+                                     "FIXLAB_CERTIFY_LOGON_TIMEOUT": "30"}) as w:
+        yield w
+
+
+def test_a_run_started_over_http_certifies_a_quickfix_client(web: WebProcess) -> None:
+    assert "certify your FIX client" in httpx.get(f"{web.url}/certify", timeout=5).text
+    r = httpx.post(f"{web.url}/api/certify/CERT03", timeout=10)
+    assert r.status_code == 201, r.text
+    run = r.json()
+    assert (run["comp_id"], run["target_comp_id"], run["host"]) == ("CERT03", "FIXLAB", "127.0.0.1")
+    # Bad starts, each with its own answer, while the run lives.
+    again = httpx.post(f"{web.url}/api/certify/CERT03", timeout=5)
+    assert again.status_code == 409 and "already" in again.json()["error"]
+    busy = httpx.post(f"{web.url}/api/certify/CERT04", timeout=5)
+    assert busy.status_code == 503 and "busy" in busy.json()["error"]
+    unknown = httpx.post(f"{web.url}/api/certify/CLIENT01", timeout=5)
+    assert unknown.status_code == 404 and "CERT01..CERT08" in unknown.json()["error"]
+    foreign = httpx.post(f"{web.url}/api/certify/CERT05", headers={"Origin": "https://evil.example"}, timeout=5)
+    assert foreign.status_code == 403
+    overview = httpx.get(f"{web.url}/api/certify", timeout=5).json()
+    assert [c["comp_id"] for c in overview["comps"] if c["busy"]] == ["CERT03"]
+
+    waiting = eventually(lambda: (s := status(web, "CERT03"))["state"] == "waiting" and s, timeout=30,
+                         interval=0.2, what="the run listening")
+    assert f"127.0.0.1:{run['port']} as SenderCompID CERT03, TargetCompID FIXLAB" in waiting["message"]
+    t0 = time.monotonic()
+    client = subprocess.Popen([sys.executable, "-m", "tests.certify_client", "--comp", "CERT03",
+                               "--port", str(run["port"])], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        done = ended(web, "CERT03", timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        client.wait(10)
+    assert done["state"] == "passed", done
+    assert time.monotonic() - t0 < 120
+    assert done["report"]["summary"] == {"pass": CHECKS, "fail": 0, "skip": 0}
+    assert {c["status"] for c in done["report"]["checks"]} == {"pass"}
+    # The script's instructions were shown as they came.
+    assert any("instruction to the client: order buy" in line for line in done["lines"])
+    page = httpx.get(f"{web.url}{done['report_html']}", timeout=5)
+    assert page.status_code == 200 and f"{CHECKS} passed, 0 failed, 0 skipped" in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    # The CompID and the run are free again: a new run may start.
+    assert not any(c["busy"] for c in httpx.get(f"{web.url}/api/certify", timeout=5).json()["comps"])
+
+
+def test_a_run_nobody_logs_on_to_ends_with_a_clear_report(redis_url: str) -> None:
+    with web_process(redis_url, env={"FIXLAB_CERTIFY_PORTS": str(free_port()),
+                                     "FIXLAB_CERTIFY_LOGON_TIMEOUT": "2"}) as web:
+        assert httpx.post(f"{web.url}/api/certify/CERT08", timeout=10).status_code == 201
+        done = ended(web, "CERT08", timeout=60)
+        assert done["state"] == "no_logon", done
+        assert "No Logon came as CERT08 within 2 s" in done["message"]
+        assert done["exit_code"] == 3
+        missing = httpx.get(f"{web.url}/api/certify/CERT07", timeout=5)
+        assert missing.status_code == 404
