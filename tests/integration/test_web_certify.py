@@ -4,6 +4,7 @@ follows its instructions. Bad starts (unknown, running, all busy) and a run nobo
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -54,7 +55,8 @@ def test_a_run_started_over_http_certifies_a_quickfix_client(web: WebProcess) ->
     assert busy.status_code == 503 and "busy" in busy.json()["error"]
     unknown = httpx.post(f"{web.url}/api/certify/CLIENT01", timeout=5)
     assert unknown.status_code == 404 and "CERT01..CERT08" in unknown.json()["error"]
-    foreign = httpx.post(f"{web.url}/api/certify/CERT05", headers={"Origin": "https://evil.example"}, timeout=5)
+    foreign = httpx.post(f"{web.url}/api/certify/CERT05", headers={"Origin": "https://evil.example"},
+                         timeout=5)
     assert foreign.status_code == 403
     overview = httpx.get(f"{web.url}/api/certify", timeout=5).json()
     assert [c["comp_id"] for c in overview["comps"] if c["busy"]] == ["CERT03"]
@@ -95,3 +97,30 @@ def test_a_run_nobody_logs_on_to_ends_with_a_clear_report(redis_url: str) -> Non
         assert done["exit_code"] == 3
         missing = httpx.get(f"{web.url}/api/certify/CERT07", timeout=5)
         assert missing.status_code == 404
+
+
+def test_a_run_past_its_bound_is_killed_and_the_web_kills_live_runs_when_it_stops(redis_url: str) -> None:
+    ports = [free_port(), free_port()]
+    with web_process(redis_url, env={"FIXLAB_CERTIFY_PORTS": ",".join(map(str, ports)),
+                                     "FIXLAB_CERTIFY_LOGON_TIMEOUT": "4",
+                                     "FIXLAB_CERTIFY_MAX_SECONDS": "6"}) as web:
+        slow = httpx.post(f"{web.url}/api/certify/CERT01", timeout=10).json()
+        eventually(lambda: status(web, "CERT01")["state"] == "waiting", timeout=30, interval=0.2,
+                   what="the run listening")
+        # A client that logs on and follows the script: the script takes longer than the bound (6 s).
+        client = subprocess.Popen([sys.executable, "-m", "tests.certify_client", "--comp", "CERT01",
+                                   "--port", str(slow["port"])], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            done = ended(web, "CERT01", timeout=30)
+        finally:
+            client.kill()
+            client.wait(10)
+        assert done["state"] == "killed" and "took too long" in done["message"], done
+        # A live run when the web stops: killed with it, its port closed.
+        live = httpx.post(f"{web.url}/api/certify/CERT02", timeout=10).json()
+        eventually(lambda: status(web, "CERT02")["state"] == "waiting", timeout=30, interval=0.2,
+                   what="the run listening")
+        socket.create_connection(("127.0.0.1", live["port"]), timeout=2).close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", live["port"]), timeout=2).close()
