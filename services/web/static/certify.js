@@ -26,11 +26,13 @@ async function start() {
   if (!r.ok) { error(body.error); overview(); return; }
   location.hash = comp;
   show(body);
+  overview();
   follow(comp);
 }
 
 function follow(comp) {
   if (timer) clearTimeout(timer);
+  let last = null;
   const tick = async () => {
     let run;
     try {
@@ -39,7 +41,8 @@ function follow(comp) {
       if (!r.ok) { error(run.error); return; }
     } catch (e) { error(`the web does not answer: ${e}`); timer = setTimeout(tick, 3000); return; }
     show(run);
-    if (LIVE.includes(run.state)) timer = setTimeout(tick, 1000); else overview();
+    if (run.state !== last) { last = run.state; overview().catch(() => {}); }
+    if (LIVE.includes(run.state)) timer = setTimeout(tick, 1000);
   };
   tick();
 }
