@@ -136,6 +136,7 @@ class Certifications:
         self.settings = settings
         self.runs: dict[str, Run] = {}  # by CompID: the live run, or the last one ended
         self._closing = False
+        self._turn = 0  # ports are taken in turn: one another program holds is not retried at once
 
     def overview(self) -> dict[str, Any]:
         live = [r for r in self.runs.values() if r.live]
@@ -162,7 +163,8 @@ class Certifications:
             raise Refused(409, f"{comp} is being certified already (port {old.port}): pick another CompID")
         live = [r for r in self.runs.values() if r.live]
         used = {r.port for r in live}
-        free = [p for p in self.settings.ports if p not in used]
+        ports = self.settings.ports[self._turn:] + self.settings.ports[:self._turn]
+        free = [p for p in ports if p not in used]
         if len(live) >= self.settings.runs or not free:
             raise Refused(503, f"all {min(self.settings.runs, len(self.settings.ports))} certification "
                                "runs are busy: try again in a minute or two")
@@ -181,6 +183,7 @@ class Certifications:
         if old is not None:
             shutil.rmtree(old.folder, ignore_errors=True)
         run = self.runs[comp] = Run(comp, free[0], folder, proc)
+        self._turn = (self.settings.ports.index(free[0]) + 1) % len(self.settings.ports)
         run.task = asyncio.create_task(self._watch(run), name=f"certify-{comp}")
         log.info("certification of %s started on port %d (pid %d)", comp, run.port, proc.pid)
         return run

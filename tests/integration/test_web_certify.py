@@ -34,24 +34,38 @@ def ended(web: WebProcess, comp: str, timeout: float) -> dict[str, Any]:
                       timeout=timeout, interval=0.2, what=f"{comp}'s run ended")
 
 
+def listening(web: WebProcess, comp: str) -> dict[str, Any]:
+    return eventually(lambda: (s := status(web, comp))["state"] == "waiting" and s, timeout=30,
+                      interval=0.2, what=f"{comp}'s run listening")
+
+
 @pytest.fixture
 def web(redis_url: str) -> Iterator[WebProcess]:
-    # One run at a time, so that a second CompID finds every run busy.
-    with web_process(redis_url, env={"FIXLAB_CERTIFY_PORTS": str(free_port()), "FIXLAB_CERTIFY_RUNS": "1",
-                                     "FIXLAB_CERTIFY_LOGON_TIMEOUT": "30"}) as w:
+    # Two runs at a time, so that a third CompID finds every run busy.
+    with web_process(redis_url, env={"FIXLAB_CERTIFY_PORTS": f"{free_port()},{free_port()}",
+                                     "FIXLAB_CERTIFY_RUNS": "2", "FIXLAB_CERTIFY_LOGON_TIMEOUT": "30"}) as w:
         yield w
 
 
-def test_a_run_started_over_http_certifies_a_quickfix_client(web: WebProcess) -> None:
+def client(comp: str, port: int, *flags: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "tests.certify_client", "--comp", comp,
+                             "--port", str(port), *flags], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def test_two_runs_started_over_http_judge_two_clients_apart(web: WebProcess) -> None:
     assert "certify your FIX client" in httpx.get(f"{web.url}/certify", timeout=5).text
-    r = httpx.post(f"{web.url}/api/certify/CERT03", timeout=10)
-    assert r.status_code == 201, r.text
-    run = r.json()
+    good = httpx.post(f"{web.url}/api/certify/CERT03", timeout=10)
+    assert good.status_code == 201, good.text
+    bad = httpx.post(f"{web.url}/api/certify/CERT04", timeout=10)
+    assert bad.status_code == 201, bad.text
+    run, bad_run = good.json(), bad.json()
     assert (run["comp_id"], run["target_comp_id"], run["host"]) == ("CERT03", "FIXLAB", "127.0.0.1")
-    # Bad starts, each with its own answer, while the run lives.
+    assert run["port"] != bad_run["port"]
+    # Bad starts, each with its own answer, while the runs live.
     again = httpx.post(f"{web.url}/api/certify/CERT03", timeout=5)
     assert again.status_code == 409 and "already" in again.json()["error"]
-    busy = httpx.post(f"{web.url}/api/certify/CERT04", timeout=5)
+    busy = httpx.post(f"{web.url}/api/certify/CERT05", timeout=5)
     assert busy.status_code == 503 and "busy" in busy.json()["error"]
     unknown = httpx.post(f"{web.url}/api/certify/CLIENT01", timeout=5)
     assert unknown.status_code == 404 and "CERT01..CERT08" in unknown.json()["error"]
@@ -59,31 +73,36 @@ def test_a_run_started_over_http_certifies_a_quickfix_client(web: WebProcess) ->
                          timeout=5)
     assert foreign.status_code == 403
     overview = httpx.get(f"{web.url}/api/certify", timeout=5).json()
-    assert [c["comp_id"] for c in overview["comps"] if c["busy"]] == ["CERT03"]
+    assert [c["comp_id"] for c in overview["comps"] if c["busy"]] == ["CERT03", "CERT04"]
 
-    waiting = eventually(lambda: (s := status(web, "CERT03"))["state"] == "waiting" and s, timeout=30,
-                         interval=0.2, what="the run listening")
-    assert f"127.0.0.1:{run['port']} as SenderCompID CERT03, TargetCompID FIXLAB" in waiting["message"]
+    for comp in ("CERT03", "CERT04"):
+        waiting = listening(web, comp)
+        where = f"127.0.0.1:{waiting['port']} as SenderCompID {comp}, TargetCompID FIXLAB"
+        assert where in waiting["message"]
     t0 = time.monotonic()
-    client = subprocess.Popen([sys.executable, "-m", "tests.certify_client", "--comp", "CERT03",
-                               "--port", str(run["port"])], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    clients = [client("CERT03", run["port"]), client("CERT04", bad_run["port"], "--broken")]
     try:
         done = ended(web, "CERT03", timeout=120)
+        bad_done = ended(web, "CERT04", timeout=120)
     finally:
-        if client.poll() is None:
-            client.kill()
-        client.wait(10)
-    assert done["state"] == "passed", done
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+            c.wait(10)
     assert time.monotonic() - t0 < 120
+    assert done["state"] == "passed", done
     assert done["report"]["summary"] == {"pass": CHECKS, "fail": 0, "skip": 0}
-    assert {c["status"] for c in done["report"]["checks"]} == {"pass"}
     # The script's instructions were shown as they came.
     assert any("instruction to the client: order buy" in line for line in done["lines"])
     page = httpx.get(f"{web.url}{done['report_html']}", timeout=5)
     assert page.status_code == 200 and f"{CHECKS} passed, 0 failed, 0 skipped" in page.text
     assert "default-src 'none'" in page.headers["content-security-policy"]
-    # The CompID and the run are free again: a new run may start.
+    # The broken client, at the same time, fails exactly its three defects, each with its wire.
+    assert bad_done["state"] == "failed" and bad_done["exit_code"] == 1
+    failed = {c["name"]: c for c in bad_done["report"]["checks"] if c["status"] == "fail"}
+    assert set(failed) == {"test-request", "cancel-reject", "fresh-clordids"}
+    assert any("Heartbeat 35=0" in w for w in failed["test-request"]["wire"])
+    # The CompIDs and the runs are free again.
     assert not any(c["busy"] for c in httpx.get(f"{web.url}/api/certify", timeout=5).json()["comps"])
 
 
@@ -105,22 +124,18 @@ def test_a_run_past_its_bound_is_killed_and_the_web_kills_live_runs_when_it_stop
                                      "FIXLAB_CERTIFY_LOGON_TIMEOUT": "4",
                                      "FIXLAB_CERTIFY_MAX_SECONDS": "6"}) as web:
         slow = httpx.post(f"{web.url}/api/certify/CERT01", timeout=10).json()
-        eventually(lambda: status(web, "CERT01")["state"] == "waiting", timeout=30, interval=0.2,
-                   what="the run listening")
+        listening(web, "CERT01")
         # A client that logs on and follows the script: the script takes longer than the bound (6 s).
-        client = subprocess.Popen([sys.executable, "-m", "tests.certify_client", "--comp", "CERT01",
-                                   "--port", str(slow["port"])], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        follower = client("CERT01", slow["port"])
         try:
             done = ended(web, "CERT01", timeout=30)
         finally:
-            client.kill()
-            client.wait(10)
+            follower.kill()
+            follower.wait(10)
         assert done["state"] == "killed" and "took too long" in done["message"], done
         # A live run when the web stops: killed with it, its port closed.
         live = httpx.post(f"{web.url}/api/certify/CERT02", timeout=10).json()
-        eventually(lambda: status(web, "CERT02")["state"] == "waiting", timeout=30, interval=0.2,
-                   what="the run listening")
+        listening(web, "CERT02")
         socket.create_connection(("127.0.0.1", live["port"]), timeout=2).close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", live["port"]), timeout=2).close()
