@@ -136,6 +136,7 @@ class Certifications:
         self.settings = settings
         self.runs: dict[str, Run] = {}  # by CompID: the live run, or the last one ended
         self._closing = False
+        self._starting = asyncio.Lock()  # two starts at once must not both take a CompID or a port
         self._turn = 0  # ports are taken in turn: one another program holds is not retried at once
 
     def overview(self) -> dict[str, Any]:
@@ -154,6 +155,10 @@ class Certifications:
         return run
 
     async def start(self, comp: str) -> Run:
+        async with self._starting:
+            return await self._start(comp)
+
+    async def _start(self, comp: str) -> Run:
         if comp not in COMPS:
             raise Refused(404, f"unknown CompID {comp!r}: certification takes {COMPS[0]}..{COMPS[-1]}")
         if self._closing:

@@ -4,6 +4,7 @@ follows its instructions. Bad starts (unknown, running, all busy) and a run nobo
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from services.web.certify import Certifications, Refused, Run, certify_settings
 from shared.redis_server import free_port
 from tests.e2e.webstack import ROOT, WebProcess, web_process
 from tests.helpers import eventually
@@ -139,3 +141,22 @@ def test_a_run_past_its_bound_is_killed_and_the_web_kills_live_runs_when_it_stop
         socket.create_connection(("127.0.0.1", live["port"]), timeout=2).close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", live["port"]), timeout=2).close()
+
+
+def test_starts_at_once_for_one_comp_id_make_one_run() -> None:
+    async def go() -> tuple[list[object], str]:
+        certs = Certifications(certify_settings({"FIXLAB_CERTIFY_PORTS": f"{free_port()},{free_port()}",
+                                                 "FIXLAB_CERTIFY_LOGON_TIMEOUT": "1"}))
+        try:
+            got = await asyncio.gather(*(certs.start("CERT06") for _ in range(3)), return_exceptions=True)
+            run = certs.runs["CERT06"]
+            assert run.task is not None
+            await asyncio.wait_for(run.task, 30)
+            return list(got), run.state
+        finally:
+            await certs.close()
+
+    got, state = asyncio.run(go())
+    assert sum(isinstance(g, Run) for g in got) == 1
+    assert [g.status for g in got if isinstance(g, Refused)] == [409, 409]
+    assert state == "no_logon"
