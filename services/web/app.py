@@ -13,6 +13,7 @@ from fastapi import FastAPI, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from services.web.certify import Certifications, mount
 from services.web.hub import Hub
 from services.web.lab import Page
 from services.web.origin import origin_allowed
@@ -29,6 +30,7 @@ REFUSED = 1008  # WebSocket close code "policy violation": a page limit
 
 def create_app(settings: WebSettings) -> FastAPI:
     hub = Hub(settings)
+    certs = Certifications(settings.certify)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -38,6 +40,7 @@ def create_app(settings: WebSettings) -> FastAPI:
         try:
             yield
         finally:
+            await certs.close(0.5)  # kills the certification runs (SIGKILL: they end at once)
             # Log out every session a page still holds: a closing server leaves none behind.
             for lab in list(hub.labs):
                 lab.abandon()
@@ -111,5 +114,6 @@ def create_app(settings: WebSettings) -> FastAPI:
             hub.pages.discard(page)
             hub.limiter.release(address)
 
+    mount(app, certs, STATIC, settings.origins)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
