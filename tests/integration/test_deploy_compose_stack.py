@@ -2,9 +2,10 @@
 depends_on order, each waited for with its own compose healthcheck, against a real redis-server.
 
 This is what stays of `docker compose up` once the containers are taken away (it needs no Docker;
-tests/e2e/test_compose_docker.py runs the real containers where an engine can run). It proves the compose file's commands, variables, healthchecks and start order work with the
-real services: the bots (on the gateway's loopback, as in compose) quote both books through the
-gateway and the matcher, and the page answers on its published port.
+tests/e2e/test_compose_docker.py runs the real containers where an engine can run). It proves the
+compose file's commands, variables, healthchecks and start order work with the real services: the
+bots (on the gateway's loopback, as in compose) quote both books through the gateway and the
+matcher, and the page answers on its published port.
 """
 
 from __future__ import annotations
