@@ -27,7 +27,6 @@ import functools
 import os
 import re
 import sys
-import sysconfig
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -81,12 +80,10 @@ class DictionaryError(ValueError):
 
 
 def installed_dictionary() -> Path:
-    """The FIX 4.4 dictionary the quickfix package installs: under the scheme's data directory, which
-    is sys.prefix in a venv or a python image but /usr/local for a root pip install on Debian's own
-    python3 (sys.prefix /usr), as in the image built on a plain Debian base (tools/compose.py)."""
-    found = [Path(base) / "share" / "quickfix" / "FIX44.xml"
-             for base in (sysconfig.get_paths()["data"], sys.prefix)]
-    return next((p for p in found if p.exists()), found[0])
+    """The FIX 4.4 dictionary the quickfix package installs (``shared.fix.versions.installed``)."""
+    from shared.fix.versions import installed
+
+    return installed("FIX44.xml")
 
 
 # ------------------------------------------------------------------------ the exchange's own

@@ -3,7 +3,7 @@
 The exchange's own language is FIX 4.4: the gateway translates to and from it, and a session of
 another version sees the same messages rewritten at its edge (``services/gateway/dialects.py``
 applies this table; nothing else in the gateway knows a version). Each version validates with the
-dictionary the quickfix package installs for it (``<sys.prefix>/share/quickfix/``), trimmed for the
+dictionary the quickfix package installs for it (``installed``: ``<data>/share/quickfix/``), trimmed for the
 acceptor as FIX 4.4's is (``shared.fix.dictionary.acceptor_dictionary``).
 
 What differs, and where it is written here:
@@ -33,6 +33,7 @@ What differs, and where it is written here:
 from __future__ import annotations
 
 import sys
+import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,8 +104,13 @@ DEFAULT = VERSIONS["4.4"]
 
 
 def installed(file_name: str) -> Path:
-    """A dictionary the quickfix package installs (``FIX42.xml``, ``FIXT11.xml``...)."""
-    return Path(sys.prefix) / "share" / "quickfix" / file_name
+    """A dictionary the quickfix package installs (``FIX42.xml``, ``FIXT11.xml``...): under the
+    scheme's data directory, which is sys.prefix in a venv or a python image but /usr/local for a root
+    pip install on Debian's own python3 (sys.prefix /usr), as in the image built on a plain Debian
+    base (tools/compose.py)."""
+    found = [Path(base) / "share" / "quickfix" / file_name
+             for base in (sysconfig.get_paths()["data"], sys.prefix)]
+    return next((p for p in found if p.exists()), found[0])
 
 
 def version(name: str) -> FixVersion:

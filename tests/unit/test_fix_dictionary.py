@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import quickfix as fix
 
-from shared.fix import dictionary
+from shared.fix import dictionary, versions
 from shared.fix.dictionary import (
     DictionaryError,
     acceptor_dictionary,
@@ -156,12 +156,16 @@ def test_the_installed_dictionary_is_found_under_the_scheme_data_path(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Debian's own python3 (the image on a debootstrapped base): sys.prefix is /usr, pip's root installs
     # put data files under /usr/local, sysconfig's "data" path. Found there; sys.prefix is the fallback.
+    # Every version's files are looked up the same way (the gateway in compose once looked for
+    # FIX42.xml under /usr only and restarted forever).
     data, prefix = tmp_path / "usr-local", tmp_path / "usr"
     (data / "share" / "quickfix").mkdir(parents=True)
-    (data / "share" / "quickfix" / "FIX44.xml").write_text("<fix/>")
-    monkeypatch.setattr(dictionary.sysconfig, "get_paths", lambda: {"data": str(data)})
-    monkeypatch.setattr(dictionary.sys, "prefix", str(prefix))
+    for name in ("FIX44.xml", "FIX42.xml"):
+        (data / "share" / "quickfix" / name).write_text("<fix/>")
+    monkeypatch.setattr(versions.sysconfig, "get_paths", lambda: {"data": str(data)})
+    monkeypatch.setattr(versions.sys, "prefix", str(prefix))
     assert dictionary.installed_dictionary() == data / "share" / "quickfix" / "FIX44.xml"
+    assert versions.installed("FIX42.xml") == data / "share" / "quickfix" / "FIX42.xml"
     (data / "share" / "quickfix" / "FIX44.xml").unlink()
     (prefix / "share" / "quickfix").mkdir(parents=True)
     (prefix / "share" / "quickfix" / "FIX44.xml").write_text("<fix/>")
