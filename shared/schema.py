@@ -1,7 +1,8 @@
 """Every message on the bus: frozen, slotted dataclasses, and the one codec (msgpack) for them.
 
 Prices are integer ticks and quantities whole units. Sides and time-in-force use their FIX values
-(Side 54: 1 buy, 2 sell; TimeInForce 59: 0 day, 1 GTC, 3 IOC, 4 FOK) so the gateway translates nothing twice.
+(Side 54: 1 buy, 2 sell; TimeInForce 59: 0 day, 1 GTC, 2 at the opening, 3 IOC, 4 FOK, 7 at the close;
+OrdType 40: 1 market, 2 limit, 3 stop, 4 stop limit) so the gateway translates nothing twice.
 Timestamps are integer nanoseconds since the epoch, set by whoever creates the message: the matcher
 never reads a clock, so replaying a command stream gives the same events.
 
@@ -23,6 +24,29 @@ DAY = 0
 GTC = 1
 IOC = 3  # immediate or cancel: trade what is possible now, cancel the rest
 FOK = 4  # fill or kill: trade the whole quantity now, or nothing
+AT_OPEN = 2  # only in the opening call (PRE_OPEN); what the opening auction leaves is cancelled
+AT_CLOSE = 7  # only in the closing call (PRE_CLOSE); what the closing auction leaves is cancelled
+
+# OrdType (40).
+ORD_MARKET = 1  # price 0
+ORD_LIMIT = 2
+ORD_STOP = 3  # held until a trade at or through stop_px, then a market order
+ORD_STOP_LIMIT = 4  # held until a trade at or through stop_px, then a limit order at price
+
+# An instrument's trading phase: the matcher's own ints (the gateway maps them to SecurityTradingStatus
+# 326 and TradingSessionSubID 625). A call phase collects orders without trading; leaving it for
+# CONTINUOUS or CLOSED uncrosses the book at one price (PRE_OPEN -> CONTINUOUS: the opening auction,
+# PRE_CLOSE -> CLOSED: the closing auction, HALTED -> CONTINUOUS: the resume auction).
+PHASE_CLOSED = 0
+PHASE_PRE_OPEN = 1  # opening call
+PHASE_CONTINUOUS = 2  # the default for every instrument
+PHASE_PRE_CLOSE = 3  # closing call
+PHASE_HALTED = 4  # halt call
+PHASES = (PHASE_CLOSED, PHASE_PRE_OPEN, PHASE_CONTINUOUS, PHASE_PRE_CLOSE, PHASE_HALTED)
+CALL_PHASES = (PHASE_PRE_OPEN, PHASE_PRE_CLOSE, PHASE_HALTED)
+PHASE_NAMES = {PHASE_CLOSED: "CLOSED", PHASE_PRE_OPEN: "PRE_OPEN", PHASE_CONTINUOUS: "CONTINUOUS",
+               PHASE_PRE_CLOSE: "PRE_CLOSE", PHASE_HALTED: "HALTED"}
+ALL_SYMBOLS = "*"  # SetPhase.symbol: every instrument of the shard
 
 # Self-trade prevention (NewOrder.stp): what the matcher does when an order would trade with a
 # resting order of the same session. The session's setting, put on each of its orders by the gateway.
@@ -97,6 +121,9 @@ class NewOrder(Message):
     # Self-trade prevention (STP_*). Last, with a default: an entry written before it existed (an
     # orders stream in an AOF) reads as "off", in both the dataclass and the matcher's wire form.
     stp: int = STP_OFF
+    # OrdType (40, ORD_*) and StopPx (99, ticks; 0 unless a stop). Last, with defaults, as stp.
+    ord_type: int = ORD_LIMIT
+    stop_px: int = 0
 
 
 @_register(2)
@@ -196,8 +223,23 @@ class ImageRequest(Message):
     ts: int
 
 
+@_register(11)
+@dataclass(frozen=True, slots=True)
+class SetPhase(Message):
+    """Put ``symbol`` (ALL_SYMBOLS: every instrument of the shard) into ``phase`` (PHASE_*).
+
+    Idempotent: a SetPhase to the phase the instrument is already in does nothing (several gateways or
+    schedulers may send the same one). Leaving a call for CONTINUOUS or CLOSED uncrosses the book.
+    """
+
+    symbol: str
+    phase: int
+    reason: str
+    ts: int
+
+
 Command = (NewOrder | CancelOrder | ReplaceOrder | SessionEnded | EndOfDay | StatusRequest | MassCancel
-           | ImageRequest)
+           | ImageRequest | SetPhase)
 
 
 @_register(10)
@@ -229,6 +271,8 @@ class Accepted(Message):
     tif: int
     exec_id: str
     ts: int
+    ord_type: int = ORD_LIMIT  # OrdType (40), last with a default: the gateway echoes 40/99
+    stop_px: int = 0
 
 
 @_register(21)
@@ -244,6 +288,8 @@ class Rejected(Message):
     text: str
     exec_id: str
     ts: int
+    ord_type: int = ORD_LIMIT  # OrdType (40), last with a default: the gateway echoes 40/99
+    stop_px: int = 0
 
 
 @_register(22)
@@ -264,6 +310,8 @@ class Filled(Message):
     match_id: str
     exec_id: str
     ts: int
+    ord_type: int = ORD_LIMIT  # OrdType (40), last with a default: the gateway echoes 40/99
+    stop_px: int = 0
 
 
 @_register(23)
@@ -282,6 +330,8 @@ class Cancelled(Message):
     text: str
     exec_id: str
     ts: int
+    ord_type: int = ORD_LIMIT  # OrdType (40), last with a default: the gateway echoes 40/99
+    stop_px: int = 0
 
 
 @_register(24)
@@ -300,6 +350,8 @@ class Replaced(Message):
     cum_cost: int
     exec_id: str
     ts: int
+    ord_type: int = ORD_LIMIT  # OrdType (40), last with a default: the gateway echoes 40/99
+    stop_px: int = 0
 
 
 @_register(25)
@@ -339,6 +391,8 @@ class StatusReport(Message):
     req_id: str
     exec_id: str
     ts: int
+    ord_type: int = ORD_LIMIT  # OrdType (40), last with a default: the gateway echoes 40/99
+    stop_px: int = 0
 
 
 @_register(28)
@@ -359,8 +413,28 @@ class MassCancelReport(Message):
     ts: int
 
 
+@_register(29)
+@dataclass(frozen=True, slots=True)
+class Triggered(Message):
+    """A held stop (stop-limit) order was triggered by a trade at or through ``stop_px`` and entered the
+    book as a market (limit) order: ExecType L. ``ord_type`` is the order's own (ORD_STOP or
+    ORD_STOP_LIMIT); the usual fills/cancel follow."""
+
+    session: str
+    clordid: str
+    order_id: str
+    symbol: str
+    side: int
+    price: int
+    qty: int
+    ord_type: int
+    stop_px: int
+    exec_id: str
+    ts: int
+
+
 OrderEvent = (Accepted | Rejected | Filled | Cancelled | Replaced | CancelRejected | StatusReport
-              | MassCancelReport)
+              | MassCancelReport | Triggered)
 
 
 # --------------------------------------------------------------------------- market data (to web)
@@ -418,6 +492,34 @@ class BookImage(Message):
     symbol: str
     bids: tuple[tuple[int, int, int], ...]
     asks: tuple[tuple[int, int, int], ...]
+    ts: int
+
+
+@_register(44)
+@dataclass(frozen=True, slots=True)
+class PhaseChanged(Message):
+    """An instrument's phase changed (PHASE_*), on the market stream. Emitted after the uncross
+    (its Trades and BookUpdate) when the change ends a call."""
+
+    symbol: str
+    phase: int
+    prev_phase: int
+    reason: str
+    ts: int
+
+
+@_register(45)
+@dataclass(frozen=True, slots=True)
+class Indicative(Message):
+    """During a call: the price the book would uncross at now, the volume it would execute and the
+    surplus left (``imbalance_side`` 0 none, BUY or SELL). ``price`` 0 means no cross. Published
+    whenever it changes; a last one with volume 0 after the uncross."""
+
+    symbol: str
+    price: int
+    volume: int
+    imbalance_qty: int
+    imbalance_side: int
     ts: int
 
 
@@ -645,16 +747,28 @@ class MatcherSnapshot(Message):
     sessions: tuple[tuple[Any, ...], ...]
     ts: int
     end_of_day: int = 0
+    # Issue 31, last with defaults so older snapshots load (every instrument CONTINUOUS, no stops):
+    # ``phases``: (symbol, phase, last Indicative as (price, volume, imbalance_qty, imbalance_side)) for
+    # every instrument not in PHASE_CONTINUOUS or with a published Indicative; ``stops``: held stop orders
+    # in arrival order, each as an ``orders`` item; ``last_prices``: (symbol, last trade price ticks).
+    # An ``orders`` item may carry two more items, ord_type and stop_px (absent: ORD_LIMIT, 0).
+    phases: tuple[tuple[Any, ...], ...] = ()
+    stops: tuple[tuple[Any, ...], ...] = ()
+    last_prices: tuple[tuple[Any, ...], ...] = ()
 
 
 def as_wire(msg: Message | tuple[Any, ...]) -> tuple[Any, ...]:
     """A flat message (a command, an order event) in wire form ``(CODE, field1, ...)``: the items
-    ``encode_batch`` writes for it, without its generic walk. A tuple is taken as it is."""
+    ``encode_batch`` writes for it, without its generic walk. A tuple is taken as it is. A limit
+    NewOrder leaves out its trailing defaults (ord_type, stop_px): it decodes to the same message."""
     if type(msg) is tuple:
         return msg
     if type(msg) is NewOrder:  # the hot path: one per order
+        if msg.ord_type == ORD_LIMIT and not msg.stop_px:  # the trailing defaults left out
+            return (1, msg.session, msg.clordid, msg.symbol, msg.side, msg.price, msg.qty, msg.tif,
+                    msg.reply_to, msg.seq, msg.ts, msg.stp)
         return (1, msg.session, msg.clordid, msg.symbol, msg.side, msg.price, msg.qty, msg.tif,
-                msg.reply_to, msg.seq, msg.ts, msg.stp)
+                msg.reply_to, msg.seq, msg.ts, msg.stp, msg.ord_type, msg.stop_px)
     return (msg.CODE, *(getattr(msg, name) for name in msg._FIELDS))  # type: ignore[union-attr]
 
 

@@ -211,8 +211,10 @@ def _problem(w: Wire) -> str:
     """Why a wire-form command is malformed (only called once the fast checks failed)."""
     cls = _COMMANDS[w[0]]
     names = cls._FIELDS
-    if cls is NewOrder and len(w) == len(names):
-        names = names[:-1]  # the form written before NewOrder.stp existed
+    if cls is NewOrder and len(w) == len(names) - 1:
+        names = names[:-2]  # the form written before NewOrder.ord_type and stop_px existed
+    elif cls is NewOrder and len(w) == len(names) - 2:
+        names = names[:-3]  # the form written before NewOrder.stp existed
     if len(w) != len(names) + 1:
         return f"{cls.__name__} has {len(w) - 1} fields instead of {len(names)}"
     maybe_empty = _MAYBE_EMPTY.get(cls, frozenset())
@@ -356,9 +358,14 @@ class Engine:
         return self._e_prefix + str(n)
 
     def _new(self, w: Wire) -> bool:
-        if len(w) == 12:
+        n = len(w)
+        if n == 14:
+            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp, ord_type, stop_px = w
+            if ord_type != 2 or stop_px:  # 2: ORD_LIMIT; market and stop orders: off the hot path
+                return self._new_special(w)
+        elif n == 12:
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
-        elif len(w) == 11:  # written before NewOrder.stp existed: prevention off
+        elif n == 11:  # written before NewOrder.stp existed: prevention off
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts = w
             stp = STP_OFF
         else:
@@ -425,6 +432,11 @@ class Engine:
             order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state)
         book.add(order)
         live[clordid] = order
+        return False
+
+    def _new_special(self, w: Wire) -> bool:
+        """A market, stop or stop-limit order (NewOrder.ord_type other than limit)."""
+        self._reject(w, REJ_OTHER, f"order type {w[12]} is not accepted: only limit (2)")
         return False
 
     def _why_not(self, book: Book, state: SessionState, side: int, price: int, qty: int,

@@ -25,8 +25,11 @@ CMDS = [NewOrder("A", "c1", "ACORN.LAB", 1, 10000, 5, 0, "gw", 1, 10),
 
 def test_wire_batches_are_the_codec_batches() -> None:
     wires = [as_wire(c) for c in CMDS]
-    assert encode_wire_batch(wires) == encode_batch(CMDS)
-    assert decode_wire_batch(encode_batch(CMDS)) == wires
+    # A limit NewOrder's wire form leaves out its trailing defaults (ord_type, stop_px); the rest
+    # are the codec's own bytes.
+    others = [c for c in CMDS if not isinstance(c, NewOrder)]
+    assert encode_wire_batch([as_wire(c) for c in others]) == encode_batch(others)
+    assert [from_wire(w) for w in decode_wire_batch(encode_batch(CMDS))] == CMDS
     assert [from_wire(w) for w in decode_wire_batch(encode_wire_batch(wires))] == CMDS
     assert decode_batch(encode_wire_batch(wires)) == CMDS
 

@@ -67,3 +67,26 @@ def test_lab_start_carries_its_fix_version_and_an_older_one_is_fix44() -> None:
     assert decode(encode(schema.LabStart("lab1", "1.2.3.4", 5))).fix_version == "4.4"  # type: ignore[attr-defined]
     before = msgpack.packb([schema.LabStart.CODE, "lab1", "1.2.3.4", 5])  # encoded before the field came
     assert decode(before) == schema.LabStart("lab1", "1.2.3.4", 5, "4.4")
+
+
+def test_issue31_fields_come_last_with_defaults_so_old_entries_load() -> None:
+    order = schema.NewOrder("S", "c1", "ACORN.LAB", 1, 0, 5, 0, "gw", 3, 9, 0, schema.ORD_MARKET, 0)
+    assert decode(encode(order)) == order
+    before = msgpack.packb([schema.NewOrder.CODE, "S", "c1", "ACORN.LAB", 1, 100, 5, 0, "gw", 3, 9, 0])
+    old = decode(before)
+    assert isinstance(old, schema.NewOrder)
+    assert (old.ord_type, old.stop_px) == (schema.ORD_LIMIT, 0)
+    assert schema.as_wire(old) == (1, "S", "c1", "ACORN.LAB", 1, 100, 5, 0, "gw", 3, 9, 0)  # no defaults
+    assert schema.from_wire(schema.as_wire(order)) == order
+    accepted = decode(
+        msgpack.packb([schema.Accepted.CODE, "S", "c1", "1", "ACORN.LAB", 1, 100, 5, 0, "E", 9])
+    )
+    assert isinstance(accepted, schema.Accepted) and (accepted.ord_type, accepted.stop_px) == (2, 0)
+    snap = decode(msgpack.packb([schema.MatcherSnapshot.CODE, "0", "1-0", 1, 1, 1, [], [], 5, 0]))
+    assert isinstance(snap, schema.MatcherSnapshot) and snap.phases == snap.stops == snap.last_prices == ()
+
+
+def test_issue31_constants_are_fix_values() -> None:
+    assert (schema.ORD_MARKET, schema.ORD_LIMIT, schema.ORD_STOP, schema.ORD_STOP_LIMIT) == (1, 2, 3, 4)
+    assert (schema.AT_OPEN, schema.AT_CLOSE) == (2, 7)
+    assert schema.PHASES == (0, 1, 2, 3, 4) and schema.PHASE_CONTINUOUS == 2
