@@ -461,6 +461,8 @@ class Engine:
         # IOC and FOK never rest, so the open-orders limit does not apply to them.
         if not (lo <= price <= hi and self._min_qty <= qty <= self._max_qty and side in (1, 2)
                 and ((tif in (0, 1) and len(live) < self._max_open) or tif in (3, 4))):
+            if tif in (AT_OPEN, AT_CLOSE):  # only in their call: the phase decides
+                return self._new_other(w, state, ORD_LIMIT, 0, stp)
             code, text = self._why_not(book, state, side, price, qty, tif)
             self._reject(w, code, text)
             state.closed[clordid] = ST_REJECTED
@@ -697,8 +699,8 @@ class Engine:
         if side not in _SIDES:
             return REJ_OTHER, f"side {side} is neither 1 (buy) nor 2 (sell)"
         if tif not in _TIFS:
-            return (REJ_OTHER, f"time in force {tif} is not accepted: only day (0), GTC (1), IOC (3) "
-                               "or FOK (4)")
+            return (REJ_OTHER, f"time in force {tif} is not accepted: only day (0), GTC (1), at the opening "
+                               "(2), IOC (3), FOK (4) or at the close (7)")
         if not limits.min_qty <= qty <= limits.max_qty:
             return (REJ_INCORRECT_QUANTITY,
                     f"quantity {qty} is outside {limits.min_qty} to {limits.max_qty}")
