@@ -327,6 +327,7 @@ class Engine:
         result = BatchResult()
         self._out = out = result.events
         new, cancel, replace, end = self._new, self._cancel, self._replace, self._end
+        traded = self._traded  # the same dict throughout (cleared, never replaced)
         applied = redeliveries = 0
         for cmd in cmds:
             w = cmd if type(cmd) is tuple else as_wire(cmd)
@@ -359,7 +360,7 @@ class Engine:
             applied += 1
             if redelivered:
                 redeliveries += 1
-            if self._traded:  # trades while stops are held: trigger those reached
+            if traded:  # trades while stops are held: trigger those reached
                 self._trigger_stops(w[-1] if code != _NEW else w[10])
         self.commands += applied
         result.redelivered = redeliveries
@@ -900,7 +901,8 @@ class Engine:
                                 f"symbol/side {symbol}/{side} differ from the order's "
                                 f"{o_symbol}/{o_side}")
             return False
-        if type(order) is Order:
+        plain = type(order) is Order
+        if plain:
             self.books[o_symbol].remove(order)
         else:
             self._take_out(order)
@@ -911,7 +913,7 @@ class Engine:
         self.next_exec = n + 1
         ev: Wire = (_CANCELLED, session, clordid, orig, order.order_id, o_symbol, o_side, order.price,
                     order.qty, order.cum, order.cost, "", self._e_prefix + str(n), ts)
-        if type(order) is not Order:
+        if not plain:
             ev = (*ev, order.ord_type, order.stop_px)
         self._out.append((reply_to, ev))
         self._dirty[o_symbol] = ts
@@ -1330,7 +1332,8 @@ class Engine:
         """Held stops reached by the trades since the last look enter their books, in arrival order
         (their trades may trigger more: until none is reached)."""
         while self._traded:
-            traded, self._traded = self._traded, {}
+            traded = dict(self._traded)
+            self._traded.clear()
             for symbol, (lo, hi) in traded.items():
                 held = self.stops.get(symbol)
                 if not held or self.phases[symbol] == PHASE_CLOSED:
