@@ -1067,8 +1067,13 @@ class Engine:
             return False
         c, oid, o_symbol, o_side, price, qty, cum, cost, status, text = report
         leaves = qty - cum if status in (ST_NEW, ST_PARTIAL) else 0
-        self._out.append((reply_to, (_STATUS_REPORT, session, c, oid, o_symbol, o_side, price, qty, cum,
-                                     leaves, cost, status, text, req_id, self._exec_id(), ts)))
+        ev: Wire = (_STATUS_REPORT, session, c, oid, o_symbol, o_side, price, qty, cum, leaves, cost, status,
+                    text, req_id, self._exec_id(), ts)
+        special = next((o for o in (state.live.get(c), *state.done)
+                        if type(o) is SpecialOrder and o.order_id == oid), None)
+        if special is not None:  # a market or stop order: its OrdType and StopPx
+            ev = (*ev, special.ord_type, special.stop_px)
+        self._out.append((reply_to, ev))
         return False
 
     def _find(self, state: SessionState, clordid: str,
