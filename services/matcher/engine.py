@@ -416,12 +416,12 @@ class Engine:
 
     def _new(self, w: Wire) -> bool:
         n = len(w)
-        if n == 14:
+        if n == 12:
+            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
+        elif n == 14:
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp, ord_type, stop_px = w
             if ord_type != 2 or stop_px or tif == 2 or tif == 7:  # not a plain limit order: off the hot path
                 return self._new_special(w)
-        elif n == 12:
-            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
         elif n == 11:  # written before NewOrder.stp existed: prevention off
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts = w
             stp = STP_OFF
@@ -901,21 +901,25 @@ class Engine:
                                 f"symbol/side {symbol}/{side} differ from the order's "
                                 f"{o_symbol}/{o_side}")
             return False
-        plain = type(order) is Order
-        if plain:
-            self.books[o_symbol].remove(order)
-        else:
+        if type(order) is not Order:  # a market order of a call, a held stop, a triggered stop-limit
             self._take_out(order)
+            del live[orig]
+            closed[orig] = ST_CANCELED
+            state.keep(order)
+            self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
+                                         o_side, order.price, order.qty, order.cum, order.cost, "",
+                                         self._exec_id(), ts, order.ord_type, order.stop_px)))
+            self._dirty[o_symbol] = ts
+            return False
+        self.books[o_symbol].remove(order)
         del live[orig]
         closed[orig] = ST_CANCELED
         state.keep(order)
         n = self.next_exec
         self.next_exec = n + 1
-        ev: Wire = (_CANCELLED, session, clordid, orig, order.order_id, o_symbol, o_side, order.price,
-                    order.qty, order.cum, order.cost, "", self._e_prefix + str(n), ts)
-        if not plain:
-            ev = (*ev, order.ord_type, order.stop_px)
-        self._out.append((reply_to, ev))
+        self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
+                                     o_side, order.price, order.qty, order.cum, order.cost, "",
+                                     self._e_prefix + str(n), ts)))
         self._dirty[o_symbol] = ts
         return False
 
