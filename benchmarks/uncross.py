@@ -8,7 +8,8 @@ Runs:
   At-the-Open orders are left, market data. Best and median of ``--repeat`` fresh books.
 - continuous: ``benchmarks.matcher``'s reference and deep-book core workloads, timed in this tree
   and in ``--baseline`` (a git revision, unpacked with ``git archive`` into a temporary directory),
-  each run in a process of its own, the two trees in turns, ``--rounds`` times; ratios of medians.
+  each run in a process of its own, the two trees in turns (each first every other round),
+  ``--rounds`` times; ratios of medians.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def time_continuous(baseline: str, n: int, rounds: int) -> dict[str, Any]:
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         trees = {"before": Path(tmp), "after": ROOT}
         runs: dict[str, list[dict[str, int]]] = {k: [] for k in trees}
-        for _ in range(rounds):
-            for name, tree in trees.items():
+        for k in range(rounds):
+            # each tree first in every other round: neither always runs after the other
+            for name, tree in (list(trees.items()) if k % 2 == 0 else list(trees.items())[::-1]):
                 out = subprocess.run([sys.executable, "-c", _CONTINUOUS, str(n)], cwd=tree, check=True,
                                      capture_output=True, text=True,
                                      env={**os.environ, "PYTHONPATH": str(tree)}).stdout
