@@ -380,3 +380,15 @@ def test_a_replace_in_a_call_moves_the_indicative_and_never_trades() -> None:
     ev = e.apply(SetPhase("ACORN.LAB", PHASE_CLOSED, "close", 9))
     assert [(t.price, t.qty) for t in of(ev, Trade)] == [(10000, 5)]
     assert of(ev, PhaseChanged)[0].phase == PHASE_CLOSED
+
+
+def test_a_triggered_stop_limit_resting_reports_its_type_when_it_is_hit() -> None:
+    e = engine()
+    a, b, c = Client("A"), Client("B"), Client("C")
+    e.apply(a.new(BUY, 10010, 4, ord_type=ORD_STOP_LIMIT, stop_px=10050))
+    e.apply(b.new(SELL, 10050, 1))
+    e.apply(c.new(BUY, 10050, 1))  # triggers A-1: rests at 100.10 (nothing to buy there)
+    ev = e.apply(b.new(SELL, 10010, 3))
+    (made,) = [f for f in of(ev, Filled) if f.session == "A"]
+    assert (made.last_qty, made.ord_type, made.stop_px) == (3, ORD_STOP_LIMIT, 10050)
+    assert [f.ord_type for f in of(ev, Filled) if f.session == "B"] == [ORD_LIMIT]
