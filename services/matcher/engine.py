@@ -821,7 +821,6 @@ class Engine:
         append = out.append
         e_prefix, m_prefix = self._e_prefix, self._m_prefix
         n_exec, n_match = self.next_exec, self.next_match
-        start = len(out)
         for maker, qty, px in fills:
             match_id = m_prefix + str(n_match)
             n_match += 1
@@ -845,13 +844,14 @@ class Engine:
             if self.stops:
                 self._note_trades(symbol, fills[0][2], px)
             if self._specials_rest:
-                self._tag_makers(start, fills)
+                self._tag_makers(fills)
         return cum, cost
 
-    def _tag_makers(self, start: int, fills: list[Fill]) -> None:
-        """Give the Filled of each special resting order among ``fills`` (emitted from ``start``, three
-        events per fill: taker's, maker's, Trade) its OrdType and StopPx."""
+    def _tag_makers(self, fills: list[Fill]) -> None:
+        """Give the Filled of each special resting order among ``fills`` (just emitted, three events
+        per fill: taker's, maker's, Trade) its OrdType and StopPx."""
         out = self._out
+        start = len(out) - 3 * len(fills)
         for i, (maker, _, _) in enumerate(fills):
             if type(maker) is not Order:
                 dest, ev = out[start + 3 * i + 1]
