@@ -627,6 +627,8 @@ class LabNotice(Message):
 # --------------------------------------------------------------------------- codec
 
 def _to_wire(msg: Message) -> list[Any]:
+    if type(msg) is NewOrder:  # a limit order's trailing defaults left out, as as_wire does
+        return list(as_wire(msg))
     out: list[Any] = [msg.CODE]
     for name in msg._FIELDS:
         value = getattr(msg, name)
