@@ -47,9 +47,9 @@ EXCHANGE_MESSAGES = RECEIVED_MESSAGES | SENT_MESSAGES
 WRITTEN: dict[str, frozenset[int]] = {
     # ExecutionReport: OrderID, ExecID, ClOrdID, OrigClOrdID, ExecType, OrdStatus, Symbol, Side,
     # OrderQty, OrdType, Price, TimeInForce, LastPx, LastQty, LeavesQty, CumQty, AvgPx, TransactTime,
-    # SecondaryExecID, TrdMatchID, Text, OrdRejReason, OrdStatusReqID.
+    # SecondaryExecID, TrdMatchID, Text, OrdRejReason, OrdStatusReqID, StopPx.
     "8": frozenset({37, 17, 11, 41, 150, 39, 55, 54, 38, 40, 44, 59, 31, 32, 151, 14, 6, 60, 527, 880, 58,
-                    103, 790}),
+                    103, 790, 99}),
     "9": frozenset({37, 11, 41, 39, 434, 102, 60, 58}),  # OrderCancelReject
     "j": frozenset({45, 372, 379, 380, 58}),  # BusinessMessageReject (QuickFIX's)
     "r": frozenset({11, 37, 530, 531, 532, 533, 55, 54, 60, 58}),  # OrderMassCancelReport
