@@ -21,9 +21,10 @@ from sortedcontainers import SortedList
 
 from services.matcher.prorata import allocate
 from shared.config import Instrument
-from shared.schema import BUY, SELL, STP_CANCEL_AGGRESSOR, STP_CANCEL_RESTING
+from shared.schema import BUY, ORD_LIMIT, SELL, STP_CANCEL_AGGRESSOR, STP_CANCEL_RESTING
 
 Fill = tuple["Order", int, int]  # (resting order, quantity, price)
+IN_BOOK, IN_MARKET, HELD = 0, 1, 2  # where an order waits: the book, a call's market orders, held stops
 NO_BID = -(1 << 62)  # bid_top of an empty side: every price is above it
 NO_ASK = 1 << 62
 DepthSide = tuple[tuple[int, int, int], ...]  # ((price, quantity, orders), ...) best first
@@ -54,10 +55,28 @@ class Order:
         self.stp = stp  # self-trade prevention when it trades as an aggressor again (a replace)
         self.owner = owner  # the engine's per-session state; the book never looks at it
 
+    # What every plain order is; a SpecialOrder has them as slots of its own (no cost to an Order).
+    ord_type = ORD_LIMIT
+    stop_px = 0
+    where = IN_BOOK
+
     def __repr__(self) -> str:
         side = "buy" if self.side == BUY else "sell"
         return (f"Order({self.order_id} {self.session}/{self.clordid} {side} {self.leaves}/{self.qty}"
                 f"@{self.price} cum={self.cum})")
+
+
+class SpecialOrder(Order):
+    """A market, stop or stop-limit order (OrdType 40 other than limit): where it waits (``where``:
+    IN_BOOK, or the engine's market list of a call, or its held stops) and its type for the reports."""
+
+    __slots__ = ("ord_type", "stop_px", "where")
+
+    def __init__(self, *args: Any, ord_type: int, stop_px: int, where: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ord_type = ord_type
+        self.stop_px = stop_px
+        self.where = where
 
 
 class Level(deque["Order"]):

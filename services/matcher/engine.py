@@ -19,10 +19,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.matcher.book import Book, Fill, Order
+from services.matcher.auction import Uncross, uncross_price
+from services.matcher.book import HELD, IN_BOOK, IN_MARKET, Book, Fill, Order, SpecialOrder
+from services.matcher.prorata import allocate
 from shared.config import Instrument
 from shared.schema import (
+    ALL_SYMBOLS,
+    AT_CLOSE,
+    AT_OPEN,
     BUY,
+    CALL_PHASES,
     CXL_DUPLICATE_CLORDID,
     CXL_OTHER,
     CXL_TOO_LATE,
@@ -33,7 +39,19 @@ from shared.schema import (
     IOC,
     MASS_CANCEL_ALL,
     MASS_CANCEL_SYMBOL,
+    ORD_LIMIT,
+    ORD_MARKET,
+    ORD_STOP,
+    ORD_STOP_LIMIT,
+    PHASE_CLOSED,
+    PHASE_CONTINUOUS,
+    PHASE_HALTED,
+    PHASE_NAMES,
+    PHASE_PRE_CLOSE,
+    PHASE_PRE_OPEN,
+    PHASES,
     REJ_DUPLICATE_ORDER,
+    REJ_EXCHANGE_CLOSED,
     REJ_INCORRECT_QUANTITY,
     REJ_ORDER_EXCEEDS_LIMIT,
     REJ_OTHER,
@@ -55,18 +73,22 @@ from shared.schema import (
     EndOfDay,
     Filled,
     ImageRequest,
+    Indicative,
     MassCancel,
     MassCancelReport,
     MatcherSnapshot,
     Message,
     NewOrder,
+    PhaseChanged,
     Rejected,
     Replaced,
     ReplaceOrder,
     SessionEnded,
+    SetPhase,
     StatusReport,
     StatusRequest,
     Trade,
+    Triggered,
     as_wire,
     from_wire,
     message_types,
@@ -93,6 +115,9 @@ _STATUS_REPORT = StatusReport.CODE
 _MASS_CANCEL_REPORT = MassCancelReport.CODE
 _BOOK_UPDATE = BookUpdate.CODE
 _BOOK_IMAGE = BookImage.CODE
+_TRIGGERED = Triggered.CODE
+_PHASE_CHANGED = PhaseChanged.CODE
+_INDICATIVE = Indicative.CODE
 
 # MassCancelRejectReason (532), FIX 4.4. An unsupported request type is 99 with a text, as the
 # gateway answers it when it refuses one itself (0, "mass cancel not supported", would say none is).
@@ -104,6 +129,13 @@ STATUS_MEMORY = 64
 
 _SIDES = frozenset((BUY, SELL))
 _TIFS = frozenset((DAY, GTC, IOC, FOK))
+_ALL_TIFS = frozenset((DAY, GTC, IOC, FOK, AT_OPEN, AT_CLOSE))
+_ORD_TYPES = frozenset((ORD_MARKET, ORD_LIMIT, ORD_STOP, ORD_STOP_LIMIT))
+_TYPE_NAMES = {ORD_MARKET: "market", ORD_LIMIT: "limit", ORD_STOP: "stop", ORD_STOP_LIMIT: "stop limit"}
+_TIF_NAMES = {DAY: "Day", GTC: "GTC", IOC: "IOC", FOK: "FOK", AT_OPEN: "At the Opening",
+              AT_CLOSE: "At the Close"}
+# An uncross trade has no aggressor: Trade.aggressor_side 0.
+AUCTION_AGGRESSOR = 0
 _STPS = frozenset((STP_OFF, STP_CANCEL_RESTING, STP_CANCEL_AGGRESSOR, STP_CANCEL_BOTH))
 
 Wire = tuple[Any, ...]
@@ -197,10 +229,13 @@ def _record(done: Order | DoneRecord) -> DoneRecord:
 _NEW, _CANCEL, _REPLACE, _END = NewOrder.CODE, CancelOrder.CODE, ReplaceOrder.CODE, SessionEnded.CODE
 _EOD = EndOfDay.CODE
 _STATUS, _MASS, _IMAGE = StatusRequest.CODE, MassCancel.CODE, ImageRequest.CODE
+_SET_PHASE = SetPhase.CODE
 _COMMANDS: dict[int, type[Message]] = {c.CODE: c for c in (NewOrder, CancelOrder, ReplaceOrder, SessionEnded,
-                                                           EndOfDay, StatusRequest, MassCancel, ImageRequest)}
+                                                           EndOfDay, StatusRequest, MassCancel, ImageRequest,
+                                                           SetPhase)}
 _NAMES = {c.CODE: c.__name__ for c in message_types()}
 _STRINGS = frozenset(("session", "clordid", "orig_clordid", "symbol", "reply_to"))
+_TEXTS = frozenset(("reason",))  # strings that may be anything
 # Strings that may be empty: OrderID and OrdStatusReqID when the client gave none; a StatusRequest's
 # or MassCancel's symbol (the engine answers an empty one; "all orders" has none).
 _MAYBE_EMPTY = {StatusRequest: frozenset(("order_id", "req_id", "symbol")),
@@ -219,7 +254,7 @@ def _problem(w: Wire) -> str:
         return f"{cls.__name__} has {len(w) - 1} fields instead of {len(names)}"
     maybe_empty = _MAYBE_EMPTY.get(cls, frozenset())
     for name, value in zip(names, w[1:], strict=True):
-        if name in maybe_empty:
+        if name in maybe_empty or name in _TEXTS:
             if type(value) is not str:
                 return f"{cls.__name__}.{name}={value!r:.40} is not a string"
         elif name in _STRINGS:
@@ -234,8 +269,11 @@ class Engine:
     """Every book of one shard, the sessions trading on them, and the id counters."""
 
     def __init__(self, instruments: Iterable[Instrument], *, limits: Limits | None = None,
-                 id_prefix: str = "", book_updates: bool = False) -> None:
+                 id_prefix: str = "", book_updates: bool = False, market_band_bps: int = 500) -> None:
         self.limits = limits or Limits()
+        # A market order in continuous trading trades up to this far (basis points) from the last
+        # trade price (else the reference price); the rest is cancelled.
+        self.market_band_bps = market_band_bps
         # BookUpdate per changed book per batch (the service wants them; a test of order events
         # may leave them out). BookImage answers an ImageRequest either way.
         self.book_updates = book_updates
@@ -259,6 +297,15 @@ class Engine:
         self._out: list[Out] = []
         self._dirty: dict[str, int] = {}  # symbols whose book changed in this batch -> last ts
         self._image_ts: int | None = None  # an ImageRequest in this batch: the last one's ts
+        # Issue 31: phases, call books, market orders in a call, held stops, last trade prices. A
+        # symbol not in PHASE_CONTINUOUS is out of ``_symbols``, so the hot path sends its orders to
+        # ``_new_other`` at no cost to the others.
+        self.phases: dict[str, int] = {s: PHASE_CONTINUOUS for s in self.books}
+        self.last_px: dict[str, int] = {}
+        self.market: dict[str, list[SpecialOrder]] = {}  # a call's market orders, in arrival order
+        self.stops: dict[str, list[SpecialOrder]] = {}  # held stop orders, in arrival order (no empty list)
+        self.indicative: dict[str, Uncross] = {}  # the last Indicative published per symbol in a call
+        self._traded: dict[str, tuple[int, int]] = {}  # while stops are held: (lowest, highest) trade price
 
     # ------------------------------------------------------------------ entry points
 
@@ -301,6 +348,8 @@ class Engine:
                     redelivered = self._mass_cancel(w)
                 elif code == _IMAGE:
                     redelivered = self._image_request(w)
+                elif code == _SET_PHASE:
+                    redelivered = self._set_phase(w)
                 else:
                     name = _NAMES.get(code, f"type code {code!r:.20}")
                     raise MalformedCommand(f"{name} is not a matcher command")
@@ -310,12 +359,15 @@ class Engine:
             applied += 1
             if redelivered:
                 redeliveries += 1
+            if self._traded:  # trades while stops are held: trigger those reached
+                self._trigger_stops(w[-1] if code != _NEW else w[10])
         self.commands += applied
         result.redelivered = redeliveries
         if self._dirty:
             n = self.limits.depth_levels
             books, book_updates = self.books, self.book_updates
-            for symbol, ts in self._dirty.items():
+            dirty = self._dirty
+            for symbol, ts in dirty.items():
                 book = books[symbol]
                 if book_updates:
                     changes = book.changes()
@@ -326,6 +378,10 @@ class Engine:
                 bids, asks = book.depth(n)
                 out.append((None, (_DEPTH, symbol, bids, asks, ts)))
             self._dirty = {}
+            if self.indicative:  # instruments in a call: their Indicative, when it changed
+                for symbol, ts in dirty.items():
+                    if symbol in self.indicative:
+                        self._publish_indicative(symbol, ts)
         if self._image_ts is not None:
             ts = self._image_ts
             for symbol, book in self.books.items():
@@ -361,7 +417,7 @@ class Engine:
         n = len(w)
         if n == 14:
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp, ord_type, stop_px = w
-            if ord_type != 2 or stop_px:  # 2: ORD_LIMIT; market and stop orders: off the hot path
+            if ord_type != 2 or stop_px or tif == 2 or tif == 7:  # not a plain limit order: off the hot path
                 return self._new_special(w)
         elif n == 12:
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
@@ -394,6 +450,8 @@ class Engine:
         seen[clordid] = seq
         where = self._symbols.get(symbol)
         if where is None:
+            if symbol in self.books:  # an instrument not in continuous trading
+                return self._new_other(w, state, ORD_LIMIT, 0, stp)
             self._reject(w, REJ_UNKNOWN_SYMBOL, f"unknown symbol {symbol}")
             state.closed[clordid] = ST_REJECTED
             state.keep((clordid, "NONE", symbol, side, price, qty, 0, 0, ST_REJECTED))
@@ -403,6 +461,8 @@ class Engine:
         # IOC and FOK never rest, so the open-orders limit does not apply to them.
         if not (lo <= price <= hi and self._min_qty <= qty <= self._max_qty and side in (1, 2)
                 and ((tif in (0, 1) and len(live) < self._max_open) or tif in (3, 4))):
+            if tif in (AT_OPEN, AT_CLOSE):  # only in their call: the phase decides
+                return self._new_other(w, state, ORD_LIMIT, 0, stp)
             code, text = self._why_not(book, state, side, price, qty, tif)
             self._reject(w, code, text)
             state.closed[clordid] = ST_REJECTED
@@ -416,7 +476,7 @@ class Engine:
         self._out.append((reply_to, (_ACCEPTED, session, clordid, order_id, symbol, side, price, qty, tif,
                                      self._e_prefix + str(n), ts)))
         self._dirty[symbol] = ts
-        if tif > 1 or stp:  # IOC, FOK or self-trade prevention: off the hot path
+        if tif > 1 or stp:  # IOC, FOK (At the Opening/Close: refused above) or self-trade prevention
             self._aggress(session, clordid, order_id, symbol, side, price, qty, tif, reply_to, stp, state,
                           book, ts)
             return False
@@ -435,9 +495,201 @@ class Engine:
         return False
 
     def _new_special(self, w: Wire) -> bool:
-        """A market, stop or stop-limit order (NewOrder.ord_type other than limit)."""
-        self._reject(w, REJ_OTHER, f"order type {w[12]} is not accepted: only limit (2)")
+        """A NewOrder (wire form with ord_type and stop_px) that is not a plain limit order: checked
+        like one, then ``_new_other``."""
+        _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp, ord_type, stop_px = w
+        try:
+            side | price | qty | tif | seq | ts | stp | ord_type | stop_px
+            if not (type(session) is str and session + clordid + reply_to and session and clordid
+                    and reply_to and type(symbol) is str):
+                raise TypeError
+        except TypeError:
+            raise MalformedCommand(_problem(w)) from None
+        if stp and stp not in _STPS:
+            raise MalformedCommand(f"NewOrder.stp={stp} is not a self-trade prevention mode")
+        state = self._session(session)
+        prior = state.seen.get(clordid)
+        if prior is not None:
+            if prior == seq:
+                return True
+            self._reject(w, REJ_DUPLICATE_ORDER, f"duplicate ClOrdID {clordid} in this session")
+            return False
+        state.seen[clordid] = seq
+        if symbol not in self.books:
+            self._reject(w, REJ_UNKNOWN_SYMBOL, f"unknown symbol {symbol}")
+            state.closed[clordid] = ST_REJECTED
+            state.keep((clordid, "NONE", symbol, side, price, qty, 0, 0, ST_REJECTED))
+            return False
+        return self._new_other(w, state, ord_type, stop_px, stp)
+
+    def _refusal(self, book: Book, state: SessionState, side: int, price: int, qty: int, tif: int,
+                 ord_type: int, stop_px: int) -> tuple[int, str] | None:
+        """Why an order of any type cannot be taken in its instrument's phase (None: it can)."""
+        phase = self.phases[book.symbol]
+        name = PHASE_NAMES[phase]
+        inst = book.instrument
+        lo, hi = self._bands[book.symbol]
+        if side not in _SIDES:
+            return REJ_OTHER, f"side {side} is neither 1 (buy) nor 2 (sell)"
+        if ord_type not in _ORD_TYPES:
+            return (REJ_OTHER, f"order type {ord_type} is not accepted: only market (1), limit (2), stop (3) "
+                               "or stop limit (4)")
+        if tif not in _ALL_TIFS:
+            return (REJ_OTHER, f"time in force {tif} is not accepted: only day (0), GTC (1), at the opening "
+                               "(2), IOC (3), FOK (4) or at the close (7)")
+        if not self._min_qty <= qty <= self._max_qty:
+            return REJ_INCORRECT_QUANTITY, f"quantity {qty} is outside {self._min_qty} to {self._max_qty}"
+        if ord_type in (ORD_MARKET, ORD_STOP):
+            if price:
+                return REJ_OTHER, f"a {_TYPE_NAMES[ord_type]} order carries no price (got {price} ticks)"
+        elif not lo <= price <= hi:
+            return (REJ_OTHER, f"price {inst.to_price(price)} is outside {inst.to_price(lo)} to "
+                               f"{inst.to_price(hi)} (20% either side of the reference "
+                               f"{inst.to_price(inst.reference_ticks)})")
+        if ord_type in (ORD_STOP, ORD_STOP_LIMIT):
+            if not lo <= stop_px <= hi:
+                return (REJ_OTHER, f"stop price {inst.to_price(stop_px)} is outside {inst.to_price(lo)} to "
+                                   f"{inst.to_price(hi)}")
+            if tif in (AT_OPEN, AT_CLOSE, IOC, FOK):
+                return REJ_OTHER, f"a stop order's time in force is Day or GTC, not {_TIF_NAMES[tif]}"
+        elif stop_px:
+            return REJ_OTHER, f"a {_TYPE_NAMES[ord_type]} order carries no stop price"
+        if phase == PHASE_CLOSED:
+            return (REJ_EXCHANGE_CLOSED, f"{book.symbol} is closed: orders are taken from the opening call "
+                                         "(PRE_OPEN) on")
+        if tif == AT_OPEN and phase != PHASE_PRE_OPEN:
+            return (REJ_OTHER,
+                    f"At the Opening orders are taken in the opening call only; {book.symbol} is {name}")
+        if tif == AT_CLOSE and phase != PHASE_PRE_CLOSE:
+            return (REJ_OTHER,
+                    f"At the Close orders are taken in the closing call only; {book.symbol} is {name}")
+        if tif in (IOC, FOK) and phase in CALL_PHASES:
+            return (REJ_OTHER, f"{_TIF_NAMES[tif]} orders cannot be taken in a call ({book.symbol} is "
+                               f"{name}): nothing trades until the auction")
+        rests = tif not in (IOC, FOK) and not (ord_type == ORD_MARKET and phase == PHASE_CONTINUOUS)
+        if rests and len(state.live) >= self._max_open:
+            return (REJ_ORDER_EXCEEDS_LIMIT, f"this session already has {len(state.live)} open orders, the "
+                                             f"limit is {self.limits.max_open_per_session}")
+        return None
+
+    def _new_other(self, w: Wire, state: SessionState, ord_type: int, stop_px: int, stp: int) -> bool:
+        """A new order that is not a plain limit order in continuous trading (its ClOrdID is taken)."""
+        _, session, clordid, symbol, side, price, qty, tif, reply_to, _seq, ts = w[:11]
+        book = self.books[symbol]
+        why = self._refusal(book, state, side, price, qty, tif, ord_type, stop_px)
+        if why is not None:
+            self._out.append((reply_to, (_REJECTED, session, clordid, symbol, side, price, qty, why[0],
+                                         why[1], self._exec_id(), ts, ord_type, stop_px)))
+            state.closed[clordid] = ST_REJECTED
+            state.keep((clordid, "NONE", symbol, side, price, qty, 0, 0, ST_REJECTED))
+            return False
+        n = self.next_order
+        self.next_order = n + 1
+        order_id = self.id_prefix + str(n)
+        self._out.append((reply_to, (_ACCEPTED, session, clordid, order_id, symbol, side, price, qty, tif,
+                                     self._exec_id(), ts, ord_type, stop_px)))
+        if ord_type in (ORD_STOP, ORD_STOP_LIMIT):
+            held = SpecialOrder(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
+                                stp=stp, ord_type=ord_type, stop_px=stop_px, where=HELD)
+            self.stops.setdefault(symbol, []).append(held)  # a trade after this one triggers it
+            state.live[clordid] = held
+            return False
+        if ord_type == ORD_LIMIT:
+            order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state, stp=stp)
+        else:
+            order = SpecialOrder(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
+                                 stp=stp, ord_type=ord_type, stop_px=stop_px, where=IN_BOOK)
+        self._enter(order, ts)
         return False
+
+    def _enter(self, order: Order, ts: int, kind: int = -1) -> None:
+        """An accepted (or just triggered) order meets its book in the instrument's phase. ``kind``:
+        how it trades (ORD_MARKET or ORD_LIMIT; a triggered stop's own type is ORD_STOP/_LIMIT)."""
+        symbol = order.symbol
+        book = self.books[symbol]
+        phase = self.phases[symbol]
+        state: SessionState = order.owner
+        self._dirty[symbol] = ts
+        if kind < 0:
+            kind = order.ord_type
+        if phase in CALL_PHASES:  # nothing trades: the order waits for the auction
+            if kind == ORD_MARKET:
+                order.where = IN_MARKET  # type: ignore[misc]
+                self.market.setdefault(symbol, []).append(order)  # type: ignore[arg-type]
+            else:
+                book.add(order)
+            state.live[order.clordid] = order
+            return
+        if kind == ORD_MARKET:  # continuous: up to the protection band, the rest cancelled
+            ref = self.last_px.get(symbol, book.instrument.reference_ticks)
+            band = ref * self.market_band_bps // 10000
+            limit = ref + band if order.side == BUY else ref - band
+            start = len(self._out)
+            cum = cost = 0
+            if book.crosses(order.side, limit):
+                cum, cost, _stopper = self._trade_to(order, limit, ts)
+            self._tag(start, order)
+            order.cum, order.cost, order.leaves = cum, cost, order.qty - cum
+            if order.leaves:
+                inst = book.instrument
+                self._close_order(order, ST_CANCELED)
+                self._cancelled(order, f"market order: no more liquidity within the protection band "
+                                       f"({self.market_band_bps} bps of {inst.to_price(ref)}: "
+                                       f"{inst.to_price(limit)}); remainder cancelled", ts)
+            else:
+                self._close_order(order, ST_FILLED)
+            return
+        start = len(self._out)
+        stopper = self._fill(order, ts) if book.crosses(order.side, order.price) else None
+        self._tag(start, order)
+        if order.leaves and (stopper is not None or order.tif in (IOC, FOK)):
+            self._close_order(order, ST_CANCELED)
+            self._cancelled(order, _stp_aggressor_text(order.stp, stopper) if stopper is not None
+                            else "IOC: remainder cancelled", ts)
+        elif order.leaves:
+            book.add(order)
+            state.live[order.clordid] = order
+        else:
+            self._close_order(order, ST_FILLED)
+
+    def _trade_to(self, order: Order, limit: int, ts: int) -> tuple[int, int, Order | None]:
+        """Match ``order`` (a market order) against its book up to ``limit``; its reports say price 0."""
+        return self._trade(order.session, order.clordid, order.order_id, order.symbol, order.side, limit,
+                           order.qty, order.reply_to, 0, 0, order.stp, ts)
+
+    def _tag(self, start: int, order: Order) -> None:
+        """Give the order's own reports from ``start`` on its OrdType and StopPx (a special order)."""
+        if order.ord_type == ORD_LIMIT and not order.stop_px:
+            return
+        out = self._out
+        for i in range(start, len(out)):
+            dest, ev = out[i]
+            if ev[0] == _FILLED and ev[1] == order.session and ev[3] == order.order_id:
+                # the taker's price field said its matching limit: the order's own price (0: market)
+                out[i] = (dest, (*ev[:6], order.price, *ev[7:], order.ord_type, order.stop_px))
+            elif ev[0] == _CANCELLED and ev[1] == order.session and ev[4] == order.order_id:
+                out[i] = (dest, (*ev, order.ord_type, order.stop_px))
+
+    def _close_order(self, order: Order, status: int) -> None:
+        """``order`` (out of any book) is done: out of its session's live orders, into its done ones."""
+        state: SessionState = order.owner
+        state.live.pop(order.clordid, None)
+        if status != ST_FILLED:
+            state.closed[order.clordid] = status
+        state.keep(order)
+
+    def _take_out(self, order: Order) -> None:
+        """Take a waiting order out of wherever it waits (the book, a call's market orders, held stops)."""
+        where = order.where
+        if where == IN_BOOK:
+            self.books[order.symbol].remove(order)
+        elif where == IN_MARKET:
+            self.market[order.symbol].remove(order)  # type: ignore[arg-type]
+        else:
+            held = self.stops[order.symbol]
+            held.remove(order)  # type: ignore[arg-type]
+            if not held:
+                del self.stops[order.symbol]
 
     def _why_not(self, book: Book, state: SessionState, side: int, price: int, qty: int,
                  tif: int) -> tuple[int, str]:
@@ -447,8 +699,8 @@ class Engine:
         if side not in _SIDES:
             return REJ_OTHER, f"side {side} is neither 1 (buy) nor 2 (sell)"
         if tif not in _TIFS:
-            return (REJ_OTHER, f"time in force {tif} is not accepted: only day (0), GTC (1), IOC (3) "
-                               "or FOK (4)")
+            return (REJ_OTHER, f"time in force {tif} is not accepted: only day (0), GTC (1), at the opening "
+                               "(2), IOC (3), FOK (4) or at the close (7)")
         if not limits.min_qty <= qty <= limits.max_qty:
             return (REJ_INCORRECT_QUANTITY,
                     f"quantity {qty} is outside {limits.min_qty} to {limits.max_qty}")
@@ -530,9 +782,11 @@ class Engine:
 
     def _cancelled(self, order: Order, text: str, ts: int) -> None:
         """Tell the owner of ``order`` (already out of its book) that it is cancelled, and why."""
-        self._out.append((order.reply_to, (_CANCELLED, order.session, order.clordid, order.clordid,
-                                           order.order_id, order.symbol, order.side, order.price, order.qty,
-                                           order.cum, order.cost, text, self._exec_id(), ts)))
+        ev: Wire = (_CANCELLED, order.session, order.clordid, order.clordid, order.order_id, order.symbol,
+                    order.side, order.price, order.qty, order.cum, order.cost, text, self._exec_id(), ts)
+        if type(order) is not Order:
+            ev = (*ev, order.ord_type, order.stop_px)
+        self._out.append((order.reply_to, ev))
 
     def _reject(self, w: Wire, code: int, text: str) -> None:
         session, clordid, symbol, side, price, qty, reply_to, ts = (w[1], w[2], w[3], w[4], w[5], w[6], w[8],
@@ -577,7 +831,19 @@ class Engine:
                 del owner.live[maker.clordid]
                 owner.done.append(maker)
         self.next_exec, self.next_match = n_exec, n_match
+        if fills:
+            self.last_px[symbol] = px
+            if self.stops:
+                self._note_trades(symbol, fills[0][2], px)
         return cum, cost
+
+    def _note_trades(self, symbol: str, first: int, last: int) -> None:
+        """Trades from ``first`` to ``last`` happened while stops are held: remember their range."""
+        lo, hi = (first, last) if first <= last else (last, first)
+        seen = self._traded.get(symbol)
+        if seen is not None:
+            lo, hi = min(lo, seen[0]), max(hi, seen[1])
+        self._traded[symbol] = (lo, hi)
 
     def _cancel_reject(self, session: str, clordid: str, orig: str, reply_to: str, ts: int,
                        state: SessionState, response_to: int, reason: int | None = None,
@@ -634,15 +900,20 @@ class Engine:
                                 f"symbol/side {symbol}/{side} differ from the order's "
                                 f"{o_symbol}/{o_side}")
             return False
-        self.books[o_symbol].remove(order)
+        if type(order) is Order:
+            self.books[o_symbol].remove(order)
+        else:
+            self._take_out(order)
         del live[orig]
         closed[orig] = ST_CANCELED
         state.keep(order)
         n = self.next_exec
         self.next_exec = n + 1
-        self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
-                                     o_side, order.price, order.qty, order.cum, order.cost, "",
-                                     self._e_prefix + str(n), ts)))
+        ev: Wire = (_CANCELLED, session, clordid, orig, order.order_id, o_symbol, o_side, order.price,
+                    order.qty, order.cum, order.cost, "", self._e_prefix + str(n), ts)
+        if type(order) is not Order:
+            ev = (*ev, order.ord_type, order.stop_px)
+        self._out.append((reply_to, ev))
         self._dirty[o_symbol] = ts
         return False
 
@@ -673,8 +944,14 @@ class Engine:
         lo, hi = self._bands[order.symbol]
         limits = self.limits
         problem = None
+        phase = self.phases[order.symbol]
         if order.symbol != symbol or order.side != side:
             problem = f"symbol/side {symbol}/{side} differ from the order's {order.symbol}/{order.side}"
+        elif type(order) is not Order:
+            problem = (f"a {_TYPE_NAMES[order.ord_type]} order cannot be replaced here: cancel it and send a "
+                       "new one")
+        elif phase == PHASE_CLOSED:
+            problem = f"{order.symbol} is closed: orders can be cancelled, not replaced"
         elif not lo <= price <= hi:
             problem = (f"price {inst.to_price(price)} is outside {inst.to_price(lo)} to "
                        f"{inst.to_price(hi)}")
@@ -704,7 +981,8 @@ class Engine:
                                      order.side, price, qty, order.cum, order.leaves, order.cost,
                                      self._exec_id(), ts)))
         if not keeps_priority:
-            stopper = self._fill(order, ts) if book.crosses(order.side, price) else None
+            stopper = (self._fill(order, ts) if book.crosses(order.side, price) and phase == PHASE_CONTINUOUS
+                       else None)
             if stopper is not None and order.leaves:
                 state.closed[clordid] = ST_CANCELED
                 state.keep(order)
@@ -732,7 +1010,7 @@ class Engine:
         if state is None:
             return False
         for order in state.live.values():
-            self.books[order.symbol].remove(order)
+            self._take_out(order)
             self._cancelled(order, "session ended", ts)
             self._dirty[order.symbol] = ts
         return False
@@ -746,14 +1024,18 @@ class Engine:
         if day <= self.end_of_day:
             return False  # done already: another gateway, or a gateway restarting, says it again
         self.end_of_day = day
-        day_orders = [o for book in self.books.values() for o in book.orders() if o.tif == DAY]
+        day_orders = [o for symbol in self.books for o in self._waiting(symbol) if o.tif == DAY]
         for order in day_orders:
             self._withdraw(order, "end of day", ts)
         return False
 
+    def _waiting(self, symbol: str) -> list[Order]:
+        """Every order of ``symbol`` that waits: the book's, then a call's market orders, then held stops."""
+        return [*self.books[symbol].orders(), *self.market.get(symbol, ()), *self.stops.get(symbol, ())]
+
     def _withdraw(self, order: Order, text: str, ts: int) -> None:
         """The exchange cancels a resting order of a live session (end of day, mass cancel)."""
-        self.books[order.symbol].remove(order)
+        self._take_out(order)
         state = order.owner
         del state.live[order.clordid]
         state.closed[order.clordid] = ST_CANCELED
@@ -864,6 +1146,207 @@ class Engine:
             self._withdraw(order, "mass cancel", ts)
         return False
 
+    # ------------------------------------------------------------------ phases, auctions, stops
+
+    def _set_phase(self, w: Wire) -> bool:
+        """SetPhase: each named instrument goes into the phase (an uncross when it leaves a call)."""
+        if len(w) != 5:
+            raise MalformedCommand(_problem(w))
+        _, symbol, phase, reason, ts = w
+        if not (type(symbol) is str and symbol and type(phase) is int and type(reason) is str
+                and type(ts) is int):
+            raise MalformedCommand(_problem(w))
+        if phase not in PHASES:
+            raise MalformedCommand(f"SetPhase.phase={phase} is not a phase (0 to 4)")
+        if symbol != ALL_SYMBOLS and symbol not in self.books:
+            return False  # another shard's instrument (the command goes to every shard)
+        for sym in (self.books if symbol == ALL_SYMBOLS else (symbol,)):
+            if self.phases[sym] != phase:
+                self._change_phase(sym, phase, reason, ts)
+        return False
+
+    def _change_phase(self, symbol: str, phase: int, reason: str, ts: int) -> None:
+        prev = self.phases[symbol]
+        out = self._out
+        if prev in CALL_PHASES and phase not in CALL_PHASES:
+            self._uncross(symbol, prev, ts)
+        self.phases[symbol] = phase
+        if phase == PHASE_CONTINUOUS:
+            book = self.books[symbol]
+            self._symbols[symbol] = (book, *self._bands[symbol])
+        else:
+            self._symbols.pop(symbol, None)
+        if phase == PHASE_CLOSED:  # the day ends for this instrument: Day orders go, GTC orders stay
+            for order in [o for o in self._waiting(symbol) if o.tif == DAY]:
+                self._withdraw(order, f"{symbol} closed: Day order cancelled", ts)
+        out.append((None, (_PHASE_CHANGED, symbol, phase, prev, reason, ts)))
+        if phase in CALL_PHASES:
+            self._publish_indicative(symbol, ts)
+        if self._traded:
+            self._trigger_stops(ts)
+
+    def _call_uncross(self, symbol: str) -> Uncross:
+        book = self.books[symbol]
+        market = self.market.get(symbol, ())
+        mb = sum(o.leaves for o in market if o.side == BUY)
+        ms = sum(o.leaves for o in market if o.side == SELL)
+        bids = [(lv.price, lv.qty) for lv in book.bids.values()]
+        asks = [(lv.price, lv.qty) for lv in book.asks.values()]
+        return uncross_price(bids, asks, mb, ms, self.last_px.get(symbol, book.instrument.reference_ticks))
+
+    def _publish_indicative(self, symbol: str, ts: int) -> None:
+        """An Indicative for ``symbol`` (in a call) when the uncross it would have now changed."""
+        u = self._call_uncross(symbol)
+        if self.indicative.get(symbol) != u:
+            self.indicative[symbol] = u
+            self._out.append((None, (_INDICATIVE, symbol, u.price, u.volume, u.imbalance_qty,
+                                     u.imbalance_side, ts)))
+
+    def _priority(self, symbol: str, side: int, price: int) -> list[Order]:
+        """The orders of ``side`` that execute at ``price``, in priority: market orders in arrival order,
+        then limit orders best price first, oldest first."""
+        book = self.books[symbol]
+        out: list[Order] = [o for o in self.market.get(symbol, ()) if o.side == side]
+        for level in book.levels(side):
+            if (level.price < price) if side == BUY else (level.price > price):
+                break
+            out.extend(level)
+        return out
+
+    def _allocate(self, symbol: str, orders: list[Order], volume: int) -> list[tuple[Order, int]]:
+        """How much of ``volume`` each order executes: in turn; the last price level reached shares
+        its part pro-rata on a pro-rata instrument."""
+        out: list[tuple[Order, int]] = []
+        left = volume
+        pro_rata = self.books[symbol].pro_rata
+        i = 0
+        while left and i < len(orders):
+            o = orders[i]
+            if not pro_rata or o.where != IN_BOOK:
+                take = min(o.leaves, left)
+                out.append((o, take))
+                left -= take
+                i += 1
+                continue
+            # a pro-rata instrument's price level: whole if it fits, else shared
+            j = i
+            while j < len(orders) and orders[j].where == IN_BOOK and orders[j].price == o.price:
+                j += 1
+            level = orders[i:j]
+            total = sum(x.leaves for x in level)
+            shares = [x.leaves for x in level] if total <= left else allocate(left, [x.leaves for x in level])
+            for x, q in zip(level, shares, strict=True):
+                if q:
+                    out.append((x, q))
+            left -= sum(shares)
+            i = j
+        return out
+
+    def _uncross(self, symbol: str, call: int, ts: int) -> None:
+        """End the call ``call`` of ``symbol``: execute its book at the uncross price, then cancel what
+        the auction leaves of At the Opening / At the Close orders and of market orders."""
+        u = self._call_uncross(symbol)
+        book = self.books[symbol]
+        out = self._out
+        if u.volume:
+            px = u.price
+            buys = self._allocate(symbol, self._priority(symbol, BUY, px), u.volume)
+            sells = self._allocate(symbol, self._priority(symbol, SELL, px), u.volume)
+            bi = si = 0
+            b_left = buys[0][1]
+            s_left = sells[0][1]
+            while bi < len(buys) and si < len(sells):
+                buy, sell = buys[bi][0], sells[si][0]
+                qty = min(b_left, s_left)
+                match_id = self._m_prefix + str(self.next_match)
+                self.next_match += 1
+                for o in (buy, sell):
+                    self._execute(o, qty, px, match_id, ts)
+                out.append((None, (_TRADE, symbol, px, qty, match_id, AUCTION_AGGRESSOR, ts)))
+                b_left -= qty
+                s_left -= qty
+                if not b_left:
+                    bi += 1
+                    b_left = buys[bi][1] if bi < len(buys) else 0
+                if not s_left:
+                    si += 1
+                    s_left = sells[si][1] if si < len(sells) else 0
+            self.last_px[symbol] = px
+            if self.stops:
+                self._note_trades(symbol, px, px)
+            self._dirty[symbol] = ts
+        tif_left = AT_OPEN if call == PHASE_PRE_OPEN else AT_CLOSE if call == PHASE_PRE_CLOSE else -1
+        auction = {PHASE_PRE_OPEN: "opening", PHASE_PRE_CLOSE: "closing", PHASE_HALTED: "resume"}[call]
+        for o in [o for o in (*book.orders(), *self.market.get(symbol, ())) if o.tif == tif_left]:
+            self._withdraw(o, f"{_TIF_NAMES[tif_left]}: not executed in the {auction} auction, cancelled", ts)
+        for o in list(self.market.get(symbol, ())):
+            self._withdraw(o, f"market order: not executed in the {auction} auction, remainder cancelled", ts)
+        self.market.pop(symbol, None)
+        self._flush_book(symbol)
+        self.indicative.pop(symbol, None)
+        out.append((None, (_INDICATIVE, symbol, 0, 0, 0, 0, ts)))
+
+    def _execute(self, o: Order, qty: int, px: int, match_id: str, ts: int) -> None:
+        """One side of an uncross trade: ``o`` executes ``qty`` at ``px``; its report."""
+        if o.where == IN_BOOK:
+            book = self.books[o.symbol]
+            if qty == o.leaves:
+                book.remove(o)
+                o.leaves = 0
+            else:
+                book.reduce(o, o.leaves - qty)
+        else:
+            o.leaves -= qty
+        o.cum += qty
+        o.cost += qty * px
+        ev: Wire = (_FILLED, o.session, o.clordid, o.order_id, o.symbol, o.side, o.price, o.qty, px, qty,
+                    o.cum, o.leaves, o.cost, match_id, self._exec_id(), ts)
+        if type(o) is not Order:
+            ev = (*ev, o.ord_type, o.stop_px)
+        self._out.append((o.reply_to, ev))
+        if not o.leaves:
+            if o.where == IN_MARKET:
+                self.market[o.symbol].remove(o)  # type: ignore[arg-type]
+            state: SessionState = o.owner
+            del state.live[o.clordid]
+            state.keep(o)
+
+    def _flush_book(self, symbol: str) -> None:
+        """The market data of ``symbol``'s book now (BookUpdate, Depth), not at the batch's end."""
+        ts = self._dirty.pop(symbol, None)
+        if ts is None:
+            return
+        book = self.books[symbol]
+        if self.book_updates:
+            changes = book.changes()
+            if changes:
+                self._out.append((None, (_BOOK_UPDATE, symbol, changes, ts)))
+        else:
+            book.forget_changes()
+        bids, asks = book.depth(self.limits.depth_levels)
+        self._out.append((None, (_DEPTH, symbol, bids, asks, ts)))
+
+    def _trigger_stops(self, ts: int) -> None:
+        """Held stops reached by the trades since the last look enter their books, in arrival order
+        (their trades may trigger more: until none is reached)."""
+        while self._traded:
+            traded, self._traded = self._traded, {}
+            for symbol, (lo, hi) in traded.items():
+                held = self.stops.get(symbol)
+                if not held or self.phases[symbol] == PHASE_CLOSED:
+                    continue
+                reached = [o for o in held if (hi >= o.stop_px if o.side == BUY else lo <= o.stop_px)]
+                for o in reached:
+                    held.remove(o)
+                    if not held:
+                        del self.stops[symbol]
+                    o.where = IN_BOOK
+                    self._out.append((o.reply_to, (_TRIGGERED, o.session, o.clordid, o.order_id, o.symbol,
+                                                   o.side, o.price, o.qty, o.ord_type, o.stop_px,
+                                                   self._exec_id(), ts)))
+                    # its reports keep OrdType 3/4 and StopPx; it trades as a market / limit order
+                    self._enter(o, ts, ORD_MARKET if o.ord_type == ORD_STOP else ORD_LIMIT)
+
     def _image_request(self, w: Wire) -> bool:
         """ImageRequest: a BookImage of every book after this batch's BookUpdates (a query: a
         request written twice gives a second image, which is just as exact)."""
@@ -886,26 +1369,35 @@ class Engine:
         batch's end, so it needs no room here.
         """
         orders = tuple(
-            (o.order_id, o.session, o.clordid, o.symbol, o.side, o.price, o.qty, o.leaves, o.cum, o.cost,
-             o.tif, o.reply_to, o.stp)
-            for book in self.books.values() for o in book.orders()
+            _order_item(o) for symbol, book in self.books.items()
+            for o in (*book.orders(), *self.market.get(symbol, ()))
         )
+        phases = []
+        for symbol, phase in self.phases.items():
+            u = self.indicative.get(symbol)
+            if phase != PHASE_CONTINUOUS or u is not None:
+                ind = (u.price, u.volume, u.imbalance_qty, u.imbalance_side) if u else ()
+                phases.append((symbol, phase, ind))
+        stops = tuple(_order_item(o) for held in self.stops.values() for o in held)
         sessions = tuple(
             (s.name, tuple(s.seen), tuple(s.seen.values()), tuple(s.closed), tuple(s.closed.values()),
              tuple(s.live), s.done_records(), tuple(s.renamed), tuple(s.renamed.values()), tuple(s.queries))
             for s in self.sessions.values()
         )
         return MatcherSnapshot(shard, last_id, self.next_order, self.next_exec, self.next_match, orders,
-                               sessions, ts, self.end_of_day)
+                               sessions, ts, self.end_of_day, tuple(phases), stops,
+                               tuple(self.last_px.items()))
 
     @classmethod
     def restore(cls, snap: MatcherSnapshot, instruments: Iterable[Instrument], *,
-                limits: Limits | None = None, id_prefix: str = "", book_updates: bool = False) -> Engine:
+                limits: Limits | None = None, id_prefix: str = "", book_updates: bool = False,
+                market_band_bps: int = 500) -> Engine:
         """An engine in exactly the state ``snap`` recorded (it must be this shard's).
 
         Market data carries on from the restored books: the next BookUpdate is relative to them.
         """
-        engine = cls(instruments, limits=limits, id_prefix=id_prefix, book_updates=book_updates)
+        engine = cls(instruments, limits=limits, id_prefix=id_prefix, book_updates=book_updates,
+                     market_band_bps=market_band_bps)
         engine.next_order, engine.next_exec, engine.next_match = (
             snap.next_order, snap.next_exec, snap.next_match)
         engine.end_of_day = snap.end_of_day
@@ -922,18 +1414,42 @@ class Engine:
             state.renamed = dict(zip(renamed_ids, renamed_to, strict=True))
             state.queries.extend(tuple(q) for q in queries)
         by_key: dict[tuple[str, str], Order] = {}
-        for item in snap.orders:
-            # 13 items; 12 in a snapshot written before Order.stp existed (prevention off).
-            (order_id, session, clordid, symbol, side, price, qty, leaves, cum, cost, tif, reply_to,
-             stp) = item if len(item) == 13 else (*item, STP_OFF)
-            book = engine.books.get(symbol)
-            if book is None:
-                raise ValueError(f"the snapshot holds orders on {symbol}, which this shard does not trade")
-            state = engine.sessions[session]
-            order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
-                          leaves=leaves, cum=cum, cost=cost, stp=stp)
-            book.add(order)
-            by_key[(session, clordid)] = order
+        for symbol, phase, ind in snap.phases:
+            engine.phases[symbol] = phase
+            if phase != PHASE_CONTINUOUS:
+                engine._symbols.pop(symbol, None)
+            if ind:
+                engine.indicative[symbol] = Uncross(*ind)
+        engine.last_px = dict(snap.last_prices)
+        for items, held in ((snap.orders, False), (snap.stops, True)):
+            for item in items:
+                # 15 items; 13 for a limit order (no ord_type, stop_px); 12 in a snapshot written
+                # before Order.stp existed (prevention off).
+                (order_id, session, clordid, symbol, side, price, qty, leaves, cum, cost, tif, reply_to, stp,
+                 ord_type, stop_px) = (item if len(item) == 15 else (*item, ORD_LIMIT, 0) if len(item) == 13
+                                       else (*item, STP_OFF, ORD_LIMIT, 0))
+                book = engine.books.get(symbol)
+                if book is None:
+                    raise ValueError(f"the snapshot holds orders on {symbol}, which this shard does not "
+                                     "trade")
+                state = engine.sessions[session]
+                if len(item) == 15:
+                    where = HELD if held else IN_MARKET if ord_type == ORD_MARKET else IN_BOOK
+                    special = SpecialOrder(order_id, session, clordid, symbol, side, price, qty, tif,
+                                           reply_to, state, leaves=leaves, cum=cum, cost=cost, stp=stp,
+                                           ord_type=ord_type, stop_px=stop_px, where=where)
+                    order: Order = special
+                    if where == HELD:
+                        engine.stops.setdefault(symbol, []).append(special)
+                    elif where == IN_MARKET:
+                        engine.market.setdefault(symbol, []).append(special)
+                    else:
+                        book.add(order)
+                else:
+                    order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
+                                  leaves=leaves, cum=cum, cost=cost, stp=stp)
+                    book.add(order)
+                by_key[(session, clordid)] = order
         for item in snap.sessions:
             name, live = item[0], item[5]
             state = engine.sessions[name]
@@ -941,6 +1457,13 @@ class Engine:
         for book in engine.books.values():
             book.show_all()
         return engine
+
+
+def _order_item(o: Order) -> tuple[Any, ...]:
+    """A waiting order as a MatcherSnapshot ``orders``/``stops`` item (15 items for a special order)."""
+    item = (o.order_id, o.session, o.clordid, o.symbol, o.side, o.price, o.qty, o.leaves, o.cum, o.cost,
+            o.tif, o.reply_to, o.stp)
+    return item if type(o) is Order else (*item, o.ord_type, o.stop_px)
 
 
 def _fok_text(book: Book, qty: int, price: int) -> str:

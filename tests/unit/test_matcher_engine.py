@@ -156,7 +156,8 @@ def test_depth_shows_the_best_levels_only() -> None:
     ({"price": 12001}, REJ_OTHER, "price 120.01 is outside 80.00 to 120.00"),
     ({"price": -5}, REJ_OTHER, "outside 80.00 to 120.00"),
     ({"side": 3}, REJ_OTHER, "side 3 is neither 1 (buy) nor 2 (sell)"),
-    ({"tif": 2}, REJ_OTHER, "only day (0), GTC (1), IOC (3) or FOK (4)"),
+    ({"tif": 5}, REJ_OTHER, "at the opening (2), IOC (3), FOK (4) or at the close (7)"),
+    ({"tif": 2}, REJ_OTHER, "At the Opening orders are taken in the opening call only; ACORN.LAB is"),
     ({"tif": 6}, REJ_OTHER, "time in force 6 is not accepted"),
 ])
 def test_invalid_orders_are_rejected_with_a_reason(kwargs: dict, code: int, words: str) -> None:  # type: ignore[type-arg]
