@@ -28,10 +28,11 @@ def stack() -> Iterator[Stack]:
 
 
 def order(s: StockSession, clordid: str, side: int, terms: list[tuple[int, object]],
-          tif: int = 0) -> None:
+          tif: int = 0, qty: int = 3) -> None:
     now = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())
     handl = [(21, 1)] if s.begin == "FIX.4.2" else []
-    s.send("D", [(11, clordid), *handl, (55, "ACORN.LAB"), (54, side), (60, now), (38, 3), *terms, (59, tif)])
+    s.send("D", [(11, clordid), *handl, (55, "ACORN.LAB"), (54, side), (60, now), (38, qty), *terms,
+                 (59, tif)])
 
 
 def report(s: StockSession, clordid: str) -> dict[int, str]:
@@ -73,3 +74,26 @@ def test_at_the_close_is_not_fix42s(stack: Stack, tmp_path: Path) -> None:
         rej = s.client.wait("3")
         assert (rej[371], rej[373]) == ("59", "5")
         assert s.client.session_rejects() == []
+
+
+@pytest.mark.parametrize(("comps", "fix_version", "exec_type"), [
+    (["CLIENT13", "CLIENT14"], "4.4", "D"), (["CLIENT42-05", "CLIENT42-06"], "4.2", "D"),
+    (["CLIENT50-06", "CLIENT50-07"], "5.0SP2", "L")])
+def test_a_stop_triggered_by_a_trade_is_told_then_fills(stack: Stack, tmp_path: Path, comps: list[str],
+                                                        fix_version: str, exec_type: str) -> None:
+    # ExecType L (Triggered) is FIX 5.0 SP2's; stock FIX 4.4 and 4.2 have none: Restated (D) with 58.
+    symbol_px = {"4.4": "97.00", "4.2": "96.00", "5.0SP2": "95.00"}[fix_version]  # one level per test
+    with stock_sessions(tmp_path, stack.fix_port, comps, fix_version=fix_version) as (s, b):
+        order(s, "bid", 1, [(40, 2), (44, symbol_px)], qty=6)  # 3 for the hit, 3 for the stop
+        assert report(s, "bid")[150] == "0"
+        order(s, "stp", 2, [(40, 3), (99, symbol_px)])
+        new = report(s, "stp")
+        assert (new[150], new[40], new[99]) == ("0", "3", symbol_px)
+        order(b, "hit", 2, [(40, 2), (44, symbol_px)])  # a trade at the stop price triggers it
+        trig = s.client.wait("8", lambda m: m.get(11) == "stp" and m.get(150) == exec_type)
+        assert (trig[39], trig[40], trig[99]) == ("0", "3", symbol_px) and "triggered" in trig[58]
+        fill = s.client.wait("8", lambda m: m.get(11) == "stp" and m.get(39) == "2")
+        assert (fill[31], fill[40], fill[99]) == (symbol_px, "3", symbol_px)
+        for c in (s.client, b.client):
+            assert c.errors == []
+            assert c.session_rejects() == [], "a stock client rejected what the exchange sent"
