@@ -78,7 +78,7 @@ def test_tif_defaults_to_day(tr: Translator) -> None:
     (b"44=100.25|", b"44=-1|", "99", "must be positive"),
     (b"44=100.25|", b"44=abc|", "99", "not a decimal"),
     (b"44=100.25|", b"", "99", "needs a Price (44)"),
-    (b"40=2|", b"40=5|", "99", "OrdType 40=5 is not accepted: use 1 (Market), 2 (Limit), 3 (Stop)"),
+    (b"40=2|", b"40=P|", "99", "OrdType 40=P is not accepted: use 1 (Market), 2 (Limit), 3 (Stop)"),
     (b"40=2|", b"40=1|", "99", "no meaning on a market order"),
     (b"40=2|", b"40=3|", "99", "no meaning on a stop order"),
     (b"40=2|", b"40=4|", "99", "a stop order (40=4) needs a StopPx (99)"),
