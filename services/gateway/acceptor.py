@@ -20,6 +20,7 @@ from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.mdfeed import MarketFeed
 from services.gateway.securities import SECURITY_LIST_REQUEST, SecurityLists
 from services.gateway.silence import SilenceWatchdog
+from services.gateway.status import STATUS_TYPES
 from services.gateway.unsupported import REJECT, as_business_reject
 from shared import hoptrace
 from shared.clock import now_ns
@@ -274,6 +275,12 @@ class GatewayApp(fix.Application):
         if msg_type == SECURITY_LIST_REQUEST and self.send_groups is not None:
             try:
                 self.send_groups(self.registry.comp_of(sid), self.securities.answer(split_fields(raw)))
+            except Exception:
+                self._failed("fromApp")
+            return
+        if msg_type in STATUS_TYPES and self.market_data is not None:
+            try:
+                self.market_data.status_request(self.registry.comp_of(sid), msg_type, raw)
             except Exception:
                 self._failed("fromApp")
             return

@@ -99,7 +99,8 @@ VERSIONS: dict[str, FixVersion] = {
         "4.2", FIX42, "FIX42.xml", exec_trans_type=True, match_id_in_text=True,
         # OrdRejReason 0-8 (13 Incorrect quantity, 99 Other... came with 4.3): 0 Broker option.
         # CxlRejReason 0-3 (99 Other came with 4.3): 2 Broker option.
-        enum_fallback={103: "0", 102: "2"}),
+        # SecurityTradingStatus 21 (Pre-open, a call) came with 4.3: 5 (Price indication).
+        enum_fallback={103: "0", 102: "2", 326: "5"}),
     "4.4": FixVersion("4.4", FIX44, "FIX44.xml"),
     "5.0SP2": FixVersion("5.0SP2", FIXT11, "FIX50SP2.xml", "FIXT11.xml", APPL_VER_ID_50SP2,
                          trd_match_id=True, received_as_fix44=True,
