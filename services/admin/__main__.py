@@ -3,6 +3,9 @@
     fixlab admin kill COMPID      cancel every open order of a session and refuse its new ones
     fixlab admin unkill COMPID    let it trade again
     fixlab admin killed           the CompIDs killed now
+    fixlab admin phase SYMBOL PHASE [REASON]   an instrument's trading phase (services/admin/phases.py)
+    fixlab admin halt SYMBOL [REASON]          halt it: a call until resume
+    fixlab admin resume SYMBOL                 its resume auction, then continuous trading
 
 Subcommands come from the modules in MODULES, each with ``register(subparsers)`` adding its parsers
 with ``set_defaults(run=FUNCTION)``; FUNCTION(args, ctx) returns the exit code. Without a token it
@@ -17,14 +20,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from services.admin import killswitch
+from services.admin import killswitch, phases
 from shared import redis_cluster
 from shared.bus import REDIS_ERRORS
 from shared.config import ConfigError
 from shared.operator import DEFAULT_TOKEN_FILE, TOKEN_ENV, TOKEN_FILE_ENV, Token, load_token
 
 # Modules that register subcommands (add one per module).
-MODULES: tuple[Any, ...] = (killswitch,)
+MODULES: tuple[Any, ...] = (killswitch, phases)
 
 EXIT_REFUSED = 1  # a service refused, or nobody answered in time
 EXIT_NO_TOKEN = 2
