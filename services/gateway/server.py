@@ -22,6 +22,7 @@ from services.gateway.lab import LabManager
 from services.gateway.lab.session import SetStp
 from services.gateway.mdfeed import GroupSender, MarketFeed
 from services.gateway.outbound import Outbound
+from services.gateway.phasedriver import PhaseDriver
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
 from services.gateway.sessions import (
@@ -200,6 +201,8 @@ class Gateway:
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,
                                                       group_dictionaries, self.registry.profile))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
+        self.phases = (None if settings.schedule is None
+                       else PhaseDriver(settings.schedule, self.handoff.send_command))
         # The sweep's Cancelled reports, for sessions that keep their identity across Logons (their
         # sequence numbers), told at their next Logon (untold.py).
         told = frozenset(s.target for s in specs if s.options.get("ResetOnLogon", "N") == "N"
@@ -253,6 +256,8 @@ class Gateway:
         self.handoff.start()
         self.end_sessions_left_open()
         self.end_of_day.start()  # the latest day that ended, if no one said so yet
+        if self.phases is not None:
+            self.phases.start()  # each instrument into the phase the schedule says it is in now
         self.untold.start()
         self.reports.start()
         self.market.start()
@@ -302,6 +307,8 @@ class Gateway:
 
     def stop(self) -> None:
         self.end_of_day.stop()
+        if self.phases is not None:
+            self.phases.stop()
         if self.labs is not None:
             try:
                 self.labs.stop()
