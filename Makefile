@@ -73,6 +73,9 @@ bench: install
 	@# The exchange's own steps for one order, warm and with the CPU caches flushed between orders.
 	@$(BIN)/python -m benchmarks.cold --out benchmarks/results/cold.json
 	@$(BIN)/python -m benchmarks.gcpolicy --out benchmarks/results/gcpolicy.json
+	@# Issue 31: 10,000 resting orders in a call uncrossed in the engine (target < 50 ms), and continuous
+	@# trading's core figures against the commit before the call auctions came, in turns.
+	@$(BIN)/python -m benchmarks.uncross --baseline 9f49845 --rounds 10 --out benchmarks/results/uncross.json
 	@# 8x32 through the runner's stack: 1 shard / 2 shards on one redis-server / 2 shards on a
 	@# 3-master cluster, side by side, and the model of N shards (deploy/SCALING.md section 5).
 	@$(BIN)/python -m benchmarks.shards_stack

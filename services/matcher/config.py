@@ -32,6 +32,9 @@ class MatcherSettings:
     done_orders: int  # done orders per session whose final state a StatusRequest still gets
     health_interval_s: float
     lease_seconds: float  # a killed matcher's lease expires after this (at once on the same host)
+    # A market order in continuous trading trades up to this far from the last trade price (basis
+    # points; 500 = 5%), the rest is cancelled (issue 31).
+    market_band_bps: int = 500
 
     @property
     def instruments(self) -> tuple[Instrument, ...]:
@@ -59,6 +62,7 @@ def load(env: Mapping[str, str] | None = None) -> MatcherSettings:
         done_orders=env_int(env, ENV_PREFIX + "MATCHER_DONE_ORDERS", 100, lo=1, hi=100_000),
         health_interval_s=env_float(env, ENV_PREFIX + "MATCHER_HEALTH_SECONDS", 2.0, lo=0.1),
         lease_seconds=env_float(env, ENV_PREFIX + "MATCHER_LEASE_SECONDS", 6.0, lo=0.5),
+        market_band_bps=env_int(env, ENV_PREFIX + "MARKET_BAND_BPS", 500, lo=1, hi=10_000),
     )
     if not settings.instruments:
         known = ", ".join(f"{i.symbol}:{i.shard}" for i in common.instruments)

@@ -327,6 +327,7 @@ class Engine:
         result = BatchResult()
         self._out = out = result.events
         new, cancel, replace, end = self._new, self._cancel, self._replace, self._end
+        traded = self._traded  # the same dict throughout (cleared, never replaced)
         applied = redeliveries = 0
         for cmd in cmds:
             w = cmd if type(cmd) is tuple else as_wire(cmd)
@@ -359,7 +360,7 @@ class Engine:
             applied += 1
             if redelivered:
                 redeliveries += 1
-            if self._traded:  # trades while stops are held: trigger those reached
+            if traded:  # trades while stops are held: trigger those reached
                 self._trigger_stops(w[-1] if code != _NEW else w[10])
         self.commands += applied
         result.redelivered = redeliveries
@@ -415,12 +416,12 @@ class Engine:
 
     def _new(self, w: Wire) -> bool:
         n = len(w)
-        if n == 14:
+        if n == 12:
+            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
+        elif n == 14:
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp, ord_type, stop_px = w
             if ord_type != 2 or stop_px or tif == 2 or tif == 7:  # not a plain limit order: off the hot path
                 return self._new_special(w)
-        elif n == 12:
-            _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts, stp = w
         elif n == 11:  # written before NewOrder.stp existed: prevention off
             _, session, clordid, symbol, side, price, qty, tif, reply_to, seq, ts = w
             stp = STP_OFF
@@ -900,20 +901,25 @@ class Engine:
                                 f"symbol/side {symbol}/{side} differ from the order's "
                                 f"{o_symbol}/{o_side}")
             return False
-        if type(order) is Order:
-            self.books[o_symbol].remove(order)
-        else:
+        if type(order) is not Order:  # a market order of a call, a held stop, a triggered stop-limit
             self._take_out(order)
+            del live[orig]
+            closed[orig] = ST_CANCELED
+            state.keep(order)
+            self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
+                                         o_side, order.price, order.qty, order.cum, order.cost, "",
+                                         self._exec_id(), ts, order.ord_type, order.stop_px)))
+            self._dirty[o_symbol] = ts
+            return False
+        self.books[o_symbol].remove(order)
         del live[orig]
         closed[orig] = ST_CANCELED
         state.keep(order)
         n = self.next_exec
         self.next_exec = n + 1
-        ev: Wire = (_CANCELLED, session, clordid, orig, order.order_id, o_symbol, o_side, order.price,
-                    order.qty, order.cum, order.cost, "", self._e_prefix + str(n), ts)
-        if type(order) is not Order:
-            ev = (*ev, order.ord_type, order.stop_px)
-        self._out.append((reply_to, ev))
+        self._out.append((reply_to, (_CANCELLED, session, clordid, orig, order.order_id, o_symbol,
+                                     o_side, order.price, order.qty, order.cum, order.cost, "",
+                                     self._e_prefix + str(n), ts)))
         self._dirty[o_symbol] = ts
         return False
 
@@ -1065,8 +1071,13 @@ class Engine:
             return False
         c, oid, o_symbol, o_side, price, qty, cum, cost, status, text = report
         leaves = qty - cum if status in (ST_NEW, ST_PARTIAL) else 0
-        self._out.append((reply_to, (_STATUS_REPORT, session, c, oid, o_symbol, o_side, price, qty, cum,
-                                     leaves, cost, status, text, req_id, self._exec_id(), ts)))
+        ev: Wire = (_STATUS_REPORT, session, c, oid, o_symbol, o_side, price, qty, cum, leaves, cost, status,
+                    text, req_id, self._exec_id(), ts)
+        special = next((o for o in (state.live.get(c), *state.done)
+                        if type(o) is SpecialOrder and o.order_id == oid), None)
+        if special is not None:  # a market or stop order: its OrdType and StopPx
+            ev = (*ev, special.ord_type, special.stop_px)
+        self._out.append((reply_to, ev))
         return False
 
     def _find(self, state: SessionState, clordid: str,
@@ -1330,7 +1341,8 @@ class Engine:
         """Held stops reached by the trades since the last look enter their books, in arrival order
         (their trades may trigger more: until none is reached)."""
         while self._traded:
-            traded, self._traded = self._traded, {}
+            traded = dict(self._traded)
+            self._traded.clear()
             for symbol, (lo, hi) in traded.items():
                 held = self.stops.get(symbol)
                 if not held or self.phases[symbol] == PHASE_CLOSED:

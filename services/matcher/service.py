@@ -121,7 +121,7 @@ class MatcherService:
 
     def _new_engine(self) -> Engine:
         return Engine(self.settings.instruments, limits=self.limits, id_prefix=f"{self.shard}-",
-                      book_updates=True)
+                      book_updates=True, market_band_bps=self.settings.market_band_bps)
 
     # ------------------------------------------------------------------ recovery
 
@@ -137,7 +137,8 @@ class MatcherService:
                 if not isinstance(snap, MatcherSnapshot) or snap.shard != self.shard:
                     raise RecoveryError(f"{self.snapshot_key} does not hold shard {self.shard}'s snapshot")
                 self.engine = Engine.restore(snap, self.settings.instruments, limits=self.limits,
-                                             id_prefix=f"{self.shard}-", book_updates=True)
+                                             id_prefix=f"{self.shard}-", book_updates=True,
+                                             market_band_bps=self.settings.market_band_bps)
             except (SchemaError, ValueError, KeyError, TypeError) as exc:
                 raise RecoveryError(f"{self.snapshot_key} cannot be restored: {exc}") from None
             covered = snap.last_id

@@ -412,3 +412,54 @@ def test_kill_9_mid_stream_loses_and_duplicates_nothing(redis_url: str,
     events = [m for gw in ("gw0", "gw1") for m in read_all(r, events_of(gw))]
     exec_ids = [m.exec_id for m in events if hasattr(m, "exec_id")]
     assert len(exec_ids) == len(set(exec_ids)) > 5000
+
+
+def test_kill_9_during_a_call_and_its_uncross_loses_and_duplicates_nothing(
+        redis_url: str, matcher_process: MatcherProcess) -> None:
+    """Issue 31: phases, the call book, market orders and stops across kill -9 of the matcher, once
+    while orders collect in a call and once just after the uncross is written."""
+    import random
+
+    from shared.schema import (
+        PHASE_CONTINUOUS,
+        PHASE_HALTED,
+        PHASE_PRE_OPEN,
+        Indicative,
+        PhaseChanged,
+        SetPhase,
+    )
+    from tests.unit.test_matcher_phases import day
+
+    r = bus.connect(redis_url)
+    settings = settings_for(redis_url)
+    orders = [c for c in day(random.Random(31), 900) if not isinstance(c, SetPhase)]
+    call: list[Message] = [SetPhase("*", PHASE_PRE_OPEN, "open call", 1), *orders[:400]]
+    rest: list[Message] = [SetPhase("*", PHASE_CONTINUOUS, "open", 2), *orders[400:600],
+                           SetPhase("ACORN.LAB", PHASE_HALTED, "halt", 3), *orders[600:],
+                           SetPhase("ACORN.LAB", PHASE_CONTINUOUS, "resume", 4)]
+    writes = write(r, call, per_entry=10)
+    matcher_process.start()
+    eventually(lambda: applied(r).encode() in writes[len(writes) // 2:], timeout=60, what="mid-call")
+    matcher_process.kill()
+    writes += write(r, rest[:1], per_entry=1)  # the uncross, then kill as soon as it is applied
+    matcher_process.start()
+    eventually(lambda: applied(r) == writes[-1].decode(), timeout=60, what="the uncross applied")
+    matcher_process.kill()
+    writes += write(r, rest[1:], per_entry=10)
+    matcher_process.start()
+    eventually(lambda: applied(r) == writes[-1].decode(), timeout=60, what="every entry applied")
+    assert matcher_process.stop() == 0, matcher_process.stderr
+    assert_same_as_in_process(r, settings, call + rest)
+    want, _ = expected(settings, call + rest)
+    got = read_all(r, MARKET)
+    phases = [m for m in want[MARKET] if isinstance(m, PhaseChanged)]
+    assert [m for m in got if isinstance(m, PhaseChanged)] == phases
+    # Indicatives are per batch (the service's batches are smaller than the one in-process): none told
+    # twice, and each book ends on the same one.
+    for symbol in ("ACORN.LAB", "BIRCH.LAB"):
+        mine = [m for m in got if isinstance(m, Indicative) and m.symbol == symbol]
+        assert len(mine) > 2 and len(set(mine)) == len(mine)
+        told = [(m.price, m.volume, m.imbalance_qty, m.imbalance_side) for m in mine]
+        last = [m for m in want[MARKET] if isinstance(m, Indicative) and m.symbol == symbol][-1]
+        assert told[-1] == (last.price, last.volume, last.imbalance_qty, last.imbalance_side)
+    assert any(isinstance(m, Trade) and m.aggressor_side == 0 for m in got)  # an uncross traded

@@ -324,3 +324,16 @@ def test_every_uncross_executes_at_one_price_that_no_order_refuses(seed: int) ->
     assert sum(f.last_qty for f in of(ev, Filled) if f.side == BUY) == sum(t.qty for t in trades)
     assert sum(f.last_qty for f in of(ev, Filled) if f.side == SELL) == sum(t.qty for t in trades)
     assert not of(ev, BookUpdate) or of(ev, PhaseChanged)
+
+
+def test_status_of_a_held_stop_says_its_type_and_stop_price() -> None:
+    from shared.schema import StatusReport, StatusRequest
+    e = engine()
+    a = Client("A")
+    e.apply(a.new(SELL, 0, 3, ord_type=ORD_STOP, stop_px=9900))
+    (report,) = e.apply(StatusRequest("A", "A-1", "", "ACORN.LAB", SELL, "q", "gw", 50, 50))
+    assert isinstance(report, StatusReport) and report.status == 0 and report.leaves_qty == 3
+    assert (report.ord_type, report.stop_px) == (ORD_STOP, 9900)
+    e.apply(a.cancel("A-1", SELL))
+    (report,) = e.apply(StatusRequest("A", "A-1", "", "ACORN.LAB", SELL, "q2", "gw", 51, 51))
+    assert isinstance(report, StatusReport) and report.status == 4 and report.ord_type == ORD_STOP
