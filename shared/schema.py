@@ -654,6 +654,18 @@ class AdminAnswer(Message):
     ok: bool
     text: str
     ts: int
+    more: bool = False  # another answer from this source follows (what the command went on to do)
+
+
+@_register(72)
+@dataclass(frozen=True, slots=True)
+class CopiedReport(Message):
+    """An ExecutionReport told to ``session`` (its FIX 4.4 body, from tag 35 on), kept for its firm's
+    drop copy session (services/gateway/dropcopy.py)."""
+
+    session: str
+    body: str
+    ts: int
 
 
 # --------------------------------------------------------------------------- codec

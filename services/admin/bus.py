@@ -27,7 +27,7 @@ def from_each(names: list[str]) -> Enough:
     wanted = set(names)
 
     def enough(answers: list[AdminAnswer]) -> bool:
-        got = {a.source.split(" ", 1)[-1] for a in answers}
+        got = {a.source.split(" ", 1)[-1] for a in answers if not a.more}
         return wanted <= got
 
     return enough

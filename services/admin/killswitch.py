@@ -39,10 +39,10 @@ def run_op(args: argparse.Namespace, ctx: Any) -> int:
     answers = send(ctx.r, cmd, enough=from_each(gateways), deadline_s=ctx.deadline_s)
     for a in answers:
         ctx.out.write(f"{a.source}: {'ok' if a.ok else 'refused'}: {a.text}\n")
-    silent = sorted(set(gateways) - {a.source.split(' ', 1)[-1] for a in answers})
+    silent = sorted(set(gateways) - {a.source.split(' ', 1)[-1] for a in answers if not a.more})
     for name in silent:
-        ctx.out.write(f"gateway {name}: no answer in {ctx.deadline_s:g} s\n")
-    if not answers or any(not a.ok for a in answers):
+        ctx.out.write(f"gateway {name}: no (final) answer in {ctx.deadline_s:g} s\n")
+    if silent or any(not a.ok for a in answers):
         return 1
     return 0
 

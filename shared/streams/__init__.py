@@ -92,6 +92,17 @@ def admin_answers_stream(req_id: str) -> str:
     return f"{PREFIX}:admin:answers:{req_id}"
 
 
+def dropcopy_stream(firm: str) -> str:
+    """Every ExecutionReport (CopiedReport) of a firm's sessions, in the order told, for its drop copy
+    sessions (any gateway writes, the one holding the drop copy session reads)."""
+    return f"{PREFIX}:{{dropcopy-{firm}}}:reports"
+
+
+def dropcopy_told_key(firm: str, comp_id: str) -> str:
+    """The last entry of ``dropcopy_stream(firm)`` one drop copy session was sent (its cursor)."""
+    return f"{PREFIX}:{{dropcopy-{firm}}}:told:{comp_id}"
+
+
 def health_key(service: str, instance: str) -> str:
     """A service instance's heartbeat and counters (a hash with a TTL)."""
     return f"{PREFIX}:health:{service}:{instance}"
