@@ -28,7 +28,8 @@ HELP: dict[str, tuple[str, str]] = {
              "send a NewOrderSingle (35=D), Side 2 (e.g. sell ACORN.LAB stop 98.50 10)"),
     "cancel": ("ID", "OrderCancelRequest (35=F) for one of your orders (its ClOrdID or the number after -)"),
     "replace": ("ID PRICE QTY", "OrderCancelReplaceRequest (35=G): new price and quantity (- keeps one)"),
-    "status": ("ID", "OrderStatusRequest (35=H) for one of your orders"),
+    "status": ("ID|SYMBOL", "OrderStatusRequest (35=H) for one of your orders; for a symbol (it has a '.'), "
+               "SecurityStatusRequest (35=e): its phase now and at each change"),
     "orders": ("", "your open orders"),
     "fills": ("", "your fills"),
     "book": ("SYMBOL [DEPTH]", "subscribe to its market data (35=V): the book and tape from W and X"),
@@ -125,6 +126,8 @@ def parse(text: str) -> Command | None:
     if verb in ("cancel", "status"):
         if len(args) != 1:
             raise CommandError(_usage(verb))
+        if verb == "status" and "." in args[0]:  # a symbol (ACORN.LAB): ClOrdIDs here have no '.'
+            return Command(verb, symbol=args[0].upper())
         return Command(verb, ref=args[0])
     if verb == "replace":
         if len(args) != 3:

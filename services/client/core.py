@@ -280,6 +280,9 @@ class Client:
                 lc = LabCommand("", "replace", orig_clordid=self.resolve(cmd.ref), price=cmd.price,
                                 qty=cmd.qty)
                 return _pair(o.replace(lc, ts))
+            if cmd.verb == "status" and cmd.symbol:
+                # SecurityStatusRequest, subscribed: a SecurityStatus now and at every phase change.
+                return "e", [(324, f"st-{cmd.symbol}"), (55, cmd.symbol), (263, 1)]
             if cmd.verb == "status":
                 return _pair(o.status(LabCommand("", "status", orig_clordid=self.resolve(cmd.ref))))
             if cmd.verb == "book":

@@ -83,3 +83,8 @@ def test_market_stop_and_stop_limit_orders_and_the_auction_tifs() -> None:
                                                  value=value), 0)
         terms.append([(tag, v) for tag, v in fields if tag in (40, 44, 99)])
     assert terms == [[(40, "1")], [(40, "3"), (99, "98.50")], [(40, "4"), (44, "101.50"), (99, "101.00")]]
+
+
+def test_status_of_a_symbol_is_a_security_status_request() -> None:
+    assert parse("status acorn.lab") == Command("status", symbol="ACORN.LAB")
+    assert parse("status 3") == Command("status", ref="3")
