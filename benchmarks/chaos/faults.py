@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -33,15 +34,18 @@ from benchmarks.chaos.stack import (
     wait_for,
 )
 from benchmarks.load import rss_mib
-from shared import streams
+from shared import bus, streams
+from shared.config import common_settings
 from shared.redis_server import free_port
+from shared.schema import PHASE_CONTINUOUS, PHASE_PRE_OPEN, SetPhase
 
 # The load's sessions, from a sessions file of the run's own: the first half keep their resting orders
 # when they end (CancelOnDisconnect=N), the second half lose them (the default), so a restart of the
 # gateway shows both. CompIDs differ from fault to fault: QuickFIX keeps every session it created in
 # one table per process, and a second initiator's session of the same name would not replace it.
 COMP_PREFIX = {"matcher": "MAT", "gateway-file": "GWF", "gateway-memory": "GWM", "publisher": "PUB",
-               "redis": "RED", "redis-everysec": "RES", "web": "WEB", "slow": "SLW", "machine": "ALL"}
+               "redis": "RED", "redis-everysec": "RES", "web": "WEB", "slow": "SLW", "machine": "ALL",
+               "matcher-call": "MAC"}
 # Fault 6's slow FIX peers (benchmarks/chaos/slow.py): one that sends orders and never reads its
 # reports, one market-data subscriber that never reads its updates.
 SLOW_COMP_IDS = ["CHAOSSLWDEAF", "CHAOSSLWMD"]
@@ -124,6 +128,54 @@ def fault_matcher(case: Case, opts: Options) -> None:
     wait_for(lambda: r.count(r"run +\| restarted matcher") > before, 30, "the matcher restarted")
     wait_recovered(case, killed_at, opts.recover_timeout_s)
     case.saw.append("no disconnect; acks paused until the new matcher recovered")
+
+
+def _set_phase(case: Case, phase: int, reason: str) -> dict[str, str]:
+    """A SetPhase of every instrument on every shard's orders stream (as an operator's command does);
+    returns each orders stream's entry id."""
+    env = case.runner.env
+    shards = sorted({i.shard for i in common_settings({"REDIS_URL": "redis://unused", **env}).instruments})
+    red = case.runner.redis()
+    ids = {}
+    for shard in shards:
+        stream = streams.orders_stream(shard)
+        entry: Any = bus.publish(red, stream, [SetPhase("*", phase, reason, time.time_ns())], 1_000_000)
+        ids[stream] = entry.decode() if isinstance(entry, bytes) else str(entry)
+    return ids
+
+
+def fault_matcher_call(case: Case, opts: Options) -> None:
+    """Issue 31: kill -9 of the matcher while orders collect in an opening call, then again as soon as
+    it has applied the uncross (the call's end), before or while it publishes its reports.
+
+    The load trades against itself, so in the call each session soon has its 20 orders resting and
+    the rest are rejected (a business answer, told once like any other): the call is kept short."""
+    r = case.runner
+    red = r.redis()
+    _set_phase(case, PHASE_PRE_OPEN, "chaos: opening call")
+    time.sleep(0.5)  # orders collect in the call: accepted, none filled
+    before = r.count(r"run +\| restarted matcher")
+    kill(r.pid("matcher"))
+    wait_for(lambda: r.count(r"run +\| restarted matcher") > before, 30,
+             "the matcher restarted (in the call)")
+    uncross = _set_phase(case, PHASE_CONTINUOUS, "chaos: open")
+
+    def applied() -> bool:
+        for stream, entry in uncross.items():
+            raw: Any = red.get(streams.applied_key(stream, streams.MATCHER_GROUP))
+            done = raw.decode() if raw else "0-0"
+            if tuple(map(int, done.split("-"))) < tuple(map(int, entry.split("-"))):
+                return False
+        return True
+
+    wait_for(applied, 60, "the matcher applying the uncross")
+    before = r.count(r"run +\| restarted matcher")
+    mark(case.client)
+    killed_at = kill(r.pid("matcher"))
+    wait_for(lambda: r.count(r"run +\| restarted matcher") > before, 30,
+             "the matcher restarted (the uncross)")
+    wait_recovered(case, killed_at, opts.recover_timeout_s)
+    case.saw.append("no disconnect; killed in the opening call and right after its uncross")
 
 
 def fault_publisher(case: Case, opts: Options) -> None:
@@ -330,6 +382,8 @@ FAULTS: dict[str, tuple[str, Callable[[Case, Options], None], dict[str, str]]] =
     "slow": ("6. slow consumers (a page, a FIX session, a market-data subscriber stop reading)", fault_slow,
              {"FIXLAB_FIX_STALL_S": "3", "FIXLAB_PAGES_PER_ADDRESS": "4"}),
     "machine": ("7. every process kill -9, then make run", fault_machine, {}),
+    "matcher-call": ("8. matcher kill -9 in an opening call and just after its uncross",
+                     fault_matcher_call, {}),
 }
 
 

@@ -306,6 +306,9 @@ class Engine:
         self.stops: dict[str, list[SpecialOrder]] = {}  # held stop orders, in arrival order (no empty list)
         self.indicative: dict[str, Uncross] = {}  # the last Indicative published per symbol in a call
         self._traded: dict[str, tuple[int, int]] = {}  # while stops are held: (lowest, highest) trade price
+        # A SpecialOrder (a triggered stop-limit) has rested in a book: its fills as a resting order
+        # get its OrdType and StopPx (checked once per match, not per fill, until then).
+        self._specials_rest = False
 
     # ------------------------------------------------------------------ entry points
 
@@ -619,6 +622,8 @@ class Engine:
                 self.market.setdefault(symbol, []).append(order)  # type: ignore[arg-type]
             else:
                 book.add(order)
+                if type(order) is not Order:
+                    self._specials_rest = True
             state.live[order.clordid] = order
             return
         if kind == ORD_MARKET:  # continuous: up to the protection band, the rest cancelled
@@ -650,6 +655,8 @@ class Engine:
         elif order.leaves:
             book.add(order)
             state.live[order.clordid] = order
+            if type(order) is not Order:
+                self._specials_rest = True
         else:
             self._close_order(order, ST_FILLED)
 
@@ -836,7 +843,19 @@ class Engine:
             self.last_px[symbol] = px
             if self.stops:
                 self._note_trades(symbol, fills[0][2], px)
+            if self._specials_rest:
+                self._tag_makers(fills)
         return cum, cost
+
+    def _tag_makers(self, fills: list[Fill]) -> None:
+        """Give the Filled of each special resting order among ``fills`` (just emitted, three events
+        per fill: taker's, maker's, Trade) its OrdType and StopPx."""
+        out = self._out
+        start = len(out) - 3 * len(fills)
+        for i, (maker, _, _) in enumerate(fills):
+            if type(maker) is not Order:
+                dest, ev = out[start + 3 * i + 1]
+                out[start + 3 * i + 1] = (dest, (*ev, maker.ord_type, maker.stop_px))
 
     def _note_trades(self, symbol: str, first: int, last: int) -> None:
         """Trades from ``first`` to ``last`` happened while stops are held: remember their range."""
@@ -1457,6 +1476,7 @@ class Engine:
                         engine.market.setdefault(symbol, []).append(special)
                     else:
                         book.add(order)
+                        engine._specials_rest = True
                 else:
                     order = Order(order_id, session, clordid, symbol, side, price, qty, tif, reply_to, state,
                                   leaves=leaves, cum=cum, cost=cost, stp=stp)

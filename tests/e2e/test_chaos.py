@@ -19,7 +19,8 @@ from benchmarks.chaos.faults import Options, run_case
 pytestmark = pytest.mark.e2e
 
 # Every fault but redis-everysec (tests/integration/test_redis_server.py covers that policy).
-FAULTS = ["matcher", "gateway-file", "gateway-memory", "publisher", "redis", "web", "slow", "machine"]
+FAULTS = ["matcher", "gateway-file", "gateway-memory", "publisher", "redis", "web", "slow", "machine",
+          "matcher-call"]
 SHORT = Options(sessions=4, window=8, before_s=3.0, after_s=3.0)
 
 

@@ -337,3 +337,58 @@ def test_status_of_a_held_stop_says_its_type_and_stop_price() -> None:
     e.apply(a.cancel("A-1", SELL))
     (report,) = e.apply(StatusRequest("A", "A-1", "", "ACORN.LAB", SELL, "q2", "gw", 51, 51))
     assert isinstance(report, StatusReport) and report.status == 4 and report.ord_type == ORD_STOP
+
+
+def test_gtc_orders_live_through_the_close_into_the_next_opening_auction() -> None:
+    e = engine()
+    a, b = Client("A"), Client("B")
+    e.apply(a.new(BUY, 10010, 5, tif=GTC))
+    e.apply(a.new(SELL, 0, 3, tif=GTC, ord_type=ORD_STOP, stop_px=9000))
+    e.apply(SetPhase("ACORN.LAB", PHASE_CLOSED, "close", 1))
+    assert e.resting_orders == 1 and e.stops  # the GTC order and the GTC stop stay
+    (rej,) = e.apply(a.replace("A-1", BUY, 10020, 5))
+    assert "closed" in rej.text  # type: ignore[attr-defined]
+    e.apply(SetPhase("ACORN.LAB", PHASE_PRE_OPEN, "next day", 2))
+    e.apply(b.new(SELL, 10000, 5))
+    ev = e.apply(SetPhase("ACORN.LAB", PHASE_CONTINUOUS, "open", 3))
+    assert [(t.price, t.qty) for t in of(ev, Trade)] == [(10000, 5)]  # the reference-closest of 100.00-100.10
+
+
+def test_session_end_mass_cancel_and_end_of_day_reach_call_market_orders_and_held_stops() -> None:
+    from shared.schema import EndOfDay, SessionEnded
+    e = engine()
+    a, b = Client("A"), Client("B")
+    e.apply(SetPhase("ACORN.LAB", PHASE_HALTED, "halt", 1))
+    e.apply(a.new(BUY, 0, 5, ord_type=ORD_MARKET))
+    e.apply(a.new(BUY, 9900, 5))
+    e.apply(b.new(SELL, 0, 2, ord_type=ORD_STOP, stop_px=9000))
+    ev = e.apply(SessionEnded("A", "gw", 5))
+    assert sorted(c.clordid for c in of(ev, Cancelled)) == ["A-1", "A-2"]
+    assert not e.market.get("ACORN.LAB") and e.resting_orders == 0
+    ev = e.apply(EndOfDay(20260101, 6))
+    assert [c.clordid for c in of(ev, Cancelled)] == ["B-1"] and not e.stops
+
+
+def test_a_replace_in_a_call_moves_the_indicative_and_never_trades() -> None:
+    e = engine()
+    a, b = Client("A"), Client("B")
+    e.apply(SetPhase("ACORN.LAB", PHASE_PRE_CLOSE, "closing call", 1))
+    e.apply(a.new(BUY, 9990, 5))
+    e.apply(b.new(SELL, 10000, 5))
+    ev = e.apply(a.replace("A-1", BUY, 10000, 5))
+    assert not of(ev, Filled) and of(ev, Indicative)[0].volume == 5
+    ev = e.apply(SetPhase("ACORN.LAB", PHASE_CLOSED, "close", 9))
+    assert [(t.price, t.qty) for t in of(ev, Trade)] == [(10000, 5)]
+    assert of(ev, PhaseChanged)[0].phase == PHASE_CLOSED
+
+
+def test_a_triggered_stop_limit_resting_reports_its_type_when_it_is_hit() -> None:
+    e = engine()
+    a, b, c = Client("A"), Client("B"), Client("C")
+    e.apply(a.new(BUY, 10010, 4, ord_type=ORD_STOP_LIMIT, stop_px=10050))
+    e.apply(b.new(SELL, 10050, 1))
+    e.apply(c.new(BUY, 10050, 1))  # triggers A-1: rests at 100.10 (nothing to buy there)
+    ev = e.apply(b.new(SELL, 10010, 3))
+    (made,) = [f for f in of(ev, Filled) if f.session == "A"]
+    assert (made.last_qty, made.ord_type, made.stop_px) == (3, ORD_STOP_LIMIT, 10050)
+    assert [f.ord_type for f in of(ev, Filled) if f.session == "B"] == [ORD_LIMIT]
