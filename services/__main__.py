@@ -16,6 +16,7 @@ from pathlib import Path
 from services.stack import FIX_PORT_ENV, cluster_defaults, gateway_instances, stack_specs
 from shared.compids import gateway_comp_ids
 from shared.config import ConfigError, env_int, env_str, gateway_count
+from shared.operator import TOKEN_ENV, TOKEN_FILE_ENV, ensure_token_file, load_token
 from shared.redis_cluster import ClusterError, LocalCluster
 from shared.redis_server import APPENDFSYNC, DEFAULT_APPENDFSYNC, RedisServer
 from shared.supervisor import Supervisor
@@ -30,6 +31,19 @@ def fix_addresses(env: dict[str, str]) -> list[str]:
     return [f"FIX acceptor {name}: 127.0.0.1:{own[FIX_PORT_ENV]} (SenderCompID FIXLAB; "
             f"{gateway_comp_ids(k, count).summary()})"
             for k, (name, own) in enumerate(gateway_instances(env), 1)]
+
+
+def operator_token(env: dict[str, str], run_dir: Path) -> str:
+    """Make the operator's token file unless there is a token (``fixlab admin``, shared/operator.py);
+    the services read it from the path set in ``env``. The line that says where it is."""
+    if env.get(TOKEN_ENV):
+        return f"operator token: from {TOKEN_ENV} (fixlab admin needs the same)"
+    path = Path(env.get(TOKEN_FILE_ENV) or run_dir / "operator-token").resolve()
+    made = ensure_token_file(path)
+    load_token({TOKEN_FILE_ENV: str(path)})  # a file that is there but unusable fails here
+    env[TOKEN_FILE_ENV] = str(path)
+    return (f"operator token: {'made ' if made else ''}{path} (fixlab admin reads it; elsewhere set "
+            f"{TOKEN_FILE_ENV})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             env.setdefault("FIXLAB_REDIS_WAIT_REPLICAS", "1")
         if fsync not in APPENDFSYNC:
             raise ConfigError(f"FIXLAB_REDIS_APPENDFSYNC={fsync!r} is not one of {', '.join(APPENDFSYNC)}")
-    except ConfigError as exc:
+        token_line = operator_token(env, run_dir)
+    except (ConfigError, OSError) as exc:
         print(f"fixlab: {exc}", file=sys.stderr)
         return 2
     server: RedisServer | None = None
@@ -85,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run     | services: {names}", flush=True)
         for line in addresses:
             print(f"run     | {line}", flush=True)
+        print(f"run     | {token_line}", flush=True)
         print(f"run     | the lab page: http://127.0.0.1:{web_port}/   (Ctrl-C stops everything)",
               flush=True)
 

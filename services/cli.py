@@ -4,6 +4,7 @@
     fixlab client ...                   the terminal FIX client (python -m services.client)
     fixlab scenario FILE...             play scenarios (python -m services.client.scenario)
     fixlab certify --comp CERT01        certify a FIX client (python -m services.client.certify)
+    fixlab admin kill COMPID ...        the operator's commands, with its token (python -m services.admin)
 
 A subcommand that belongs to a service runs that service's module as ``python -m`` would (``runpy``),
 named by a string as the runner names the services it starts: this module imports no service
@@ -22,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "client": ("services.client", "a FIX initiator in the terminal: 4.4, 4.2, 5.0SP2 (fixlab client --help)"),
     "scenario": ("services.client.scenario", "play scenario files against the exchange (docs/scenarios.md)"),
     "certify": ("services.client.certify", "certify a FIX client: the exchange plays a script at it"),
+    "admin": ("services.admin", "the operator's commands (kill, unkill, ...): needs the operator's token"),
 }
 
 

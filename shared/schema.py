@@ -624,6 +624,50 @@ class LabNotice(Message):
     ts: int
 
 
+# --------------------------------------------------------------------------- operator (fixlab admin)
+
+@_register(70)
+@dataclass(frozen=True, slots=True)
+class AdminCommand(Message):
+    """An operator's command (``fixlab admin``) for the services that act on ``op``.
+
+    ``mac`` is the HMAC of the other fields under the operator's token (shared/operator.py): the
+    receiving service checks it, so whoever can write to the bus without the token cannot command.
+    Answers (AdminAnswer) go to ``streams.admin_answers_stream(req_id)``.
+    """
+
+    req_id: str
+    op: str  # "kill", "unkill", ... (the services' own lists)
+    target: str  # a CompID, a symbol, ...: the op's subject
+    args: str  # the op's own arguments, "" if none
+    ts: int  # wall-clock ns when signed: old commands are refused
+    mac: str  # hex HMAC-SHA256
+
+
+@_register(71)
+@dataclass(frozen=True, slots=True)
+class AdminAnswer(Message):
+    """One service instance's answer to an AdminCommand: ``ok`` false for a refusal, ``text`` says why."""
+
+    req_id: str
+    source: str  # "gateway gw1", "matcher 0", ...
+    ok: bool
+    text: str
+    ts: int
+    more: bool = False  # another answer from this source follows (what the command went on to do)
+
+
+@_register(72)
+@dataclass(frozen=True, slots=True)
+class CopiedReport(Message):
+    """An ExecutionReport told to ``session`` (its FIX 4.4 body, from tag 35 on), kept for its firm's
+    drop copy session (services/gateway/dropcopy.py)."""
+
+    session: str
+    body: str
+    ts: int
+
+
 # --------------------------------------------------------------------------- codec
 
 def _to_wire(msg: Message) -> list[Any]:

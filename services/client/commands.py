@@ -11,18 +11,25 @@ import shlex
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from shared.schema import BUY, DAY, FOK, GTC, IOC, SELL
+from shared.schema import AT_CLOSE, AT_OPEN, BUY, DAY, FOK, GTC, IOC, SELL
 
-TIF_WORDS = {"day": DAY, "0": DAY, "gtc": GTC, "1": GTC, "ioc": IOC, "3": IOC, "fok": FOK, "4": FOK}
-TIF_NAMES = {DAY: "Day", GTC: "GTC", IOC: "IOC", FOK: "FOK"}
+TIF_WORDS = {"day": DAY, "0": DAY, "gtc": GTC, "1": GTC, "ioc": IOC, "3": IOC, "fok": FOK, "4": FOK,
+             "opg": AT_OPEN, "2": AT_OPEN, "atc": AT_CLOSE, "7": AT_CLOSE}
+TIF_NAMES = {DAY: "Day", GTC: "GTC", IOC: "IOC", FOK: "FOK", AT_OPEN: "At the Opening",
+             AT_CLOSE: "At the Close"}
+# Order types after the symbol: how many prices each takes before the quantity.
+KINDS = {"mkt": 0, "stop": 1, "stoplimit": 2}
 
 # verb: (arguments, what it does); the order is help's.
 HELP: dict[str, tuple[str, str]] = {
-    "buy": ("SYMBOL PRICE QTY [day|gtc|ioc|fok]", "send a limit NewOrderSingle (35=D), Side 1"),
-    "sell": ("SYMBOL PRICE QTY [day|gtc|ioc|fok]", "send a limit NewOrderSingle (35=D), Side 2"),
+    "buy": ("SYMBOL [mkt|stop STOP|stoplimit STOP] PRICE QTY [day|gtc|ioc|fok|opg|atc]",
+            "send a NewOrderSingle (35=D), Side 1: limit, or market (no PRICE), stop (no PRICE), stop limit"),
+    "sell": ("SYMBOL [mkt|stop STOP|stoplimit STOP] PRICE QTY [day|gtc|ioc|fok|opg|atc]",
+             "send a NewOrderSingle (35=D), Side 2 (e.g. sell ACORN.LAB stop 98.50 10)"),
     "cancel": ("ID", "OrderCancelRequest (35=F) for one of your orders (its ClOrdID or the number after -)"),
     "replace": ("ID PRICE QTY", "OrderCancelReplaceRequest (35=G): new price and quantity (- keeps one)"),
-    "status": ("ID", "OrderStatusRequest (35=H) for one of your orders"),
+    "status": ("ID|SYMBOL", "OrderStatusRequest (35=H) for one of your orders; for a symbol (it has a '.'), "
+               "SecurityStatusRequest (35=e): its phase now and at each change"),
     "orders": ("", "your open orders"),
     "fills": ("", "your fills"),
     "book": ("SYMBOL [DEPTH]", "subscribe to its market data (35=V): the book and tape from W and X"),
@@ -57,6 +64,8 @@ class Command:
     qty: int = 0
     tif: int = DAY
     ref: str = ""
+    kind: str = ""  # "" limit, "mkt", "stop", "stoplimit"
+    stop: str = ""  # StopPx (99) of a stop or stop limit
     n: int = 0  # show's message number; book's MarketDepth
 
 
@@ -99,18 +108,26 @@ def parse(text: str) -> Command | None:
     if verb not in HELP:
         raise CommandError(f"unknown command {words[0]!r}: type help for the list")
     if verb in ("buy", "sell"):
-        if len(args) not in (3, 4):
+        kind = args[1].lower() if len(args) > 1 and args[1].lower() in KINDS else ""
+        # limit: SYMBOL PRICE QTY; mkt: SYMBOL mkt QTY; stop: SYMBOL stop STOP QTY;
+        # stoplimit: SYMBOL stoplimit STOP PRICE QTY; each with an optional TimeInForce.
+        need = 3 if not kind else 3 + KINDS[kind]
+        if len(args) not in (need, need + 1):
             raise CommandError(_usage(verb))
         tif = DAY
-        if len(args) == 4:
-            if args[3].lower() not in TIF_WORDS:
-                raise CommandError(f"TimeInForce {args[3]!r} is none of day, gtc, ioc, fok")
-            tif = TIF_WORDS[args[3].lower()]
+        if len(args) == need + 1:
+            if args[need].lower() not in TIF_WORDS:
+                raise CommandError(f"TimeInForce {args[need]!r} is none of day, gtc, ioc, fok, opg, atc")
+            tif = TIF_WORDS[args[need].lower()]
+        stop = _price(args[2]) if kind in ("stop", "stoplimit") else ""
+        price = (_price(args[1]) if not kind else _price(args[3]) if kind == "stoplimit" else "")
         return Command(verb, symbol=args[0].upper(), side=BUY if verb == "buy" else SELL,
-                       price=_price(args[1]), qty=_qty(args[2]), tif=tif)
+                       price=price, qty=_qty(args[need - 1]), tif=tif, kind=kind, stop=stop)
     if verb in ("cancel", "status"):
         if len(args) != 1:
             raise CommandError(_usage(verb))
+        if verb == "status" and "." in args[0]:  # a symbol (ACORN.LAB): ClOrdIDs here have no '.'
+            return Command(verb, symbol=args[0].upper())
         return Command(verb, ref=args[0])
     if verb == "replace":
         if len(args) != 3:

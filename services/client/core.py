@@ -270,8 +270,9 @@ class Client:
         o = self.orders
         try:
             if cmd.verb in ("buy", "sell"):
+                value = f"{cmd.kind}:{cmd.stop}" if cmd.stop else cmd.kind
                 lc = LabCommand("", "order", symbol=cmd.symbol, side=cmd.side, price=cmd.price, qty=cmd.qty,
-                                tif=cmd.tif)
+                                tif=cmd.tif, value=value)
                 return _pair(o.new_order(lc, ts))
             if cmd.verb == "cancel":
                 return _pair(o.cancel(LabCommand("", "cancel", orig_clordid=self.resolve(cmd.ref)), ts))
@@ -279,6 +280,9 @@ class Client:
                 lc = LabCommand("", "replace", orig_clordid=self.resolve(cmd.ref), price=cmd.price,
                                 qty=cmd.qty)
                 return _pair(o.replace(lc, ts))
+            if cmd.verb == "status" and cmd.symbol:
+                # SecurityStatusRequest, subscribed: a SecurityStatus now and at every phase change.
+                return "e", [(324, f"st-{cmd.symbol}"), (55, cmd.symbol), (263, 1)]
             if cmd.verb == "status":
                 return _pair(o.status(LabCommand("", "status", orig_clordid=self.resolve(cmd.ref))))
             if cmd.verb == "book":
@@ -293,7 +297,9 @@ class Client:
     def describe(self, cmd: Command) -> str:
         """What a sent order command was, for the prompt's echo."""
         if cmd.verb in ("buy", "sell"):
-            return f"{cmd.verb} {cmd.qty} {cmd.symbol} @ {cmd.price} {TIF_NAMES.get(cmd.tif, cmd.tif)}"
+            terms = {"mkt": "at market", "stop": f"stop {cmd.stop}",
+                     "stoplimit": f"stop {cmd.stop} limit {cmd.price}"}.get(cmd.kind, f"@ {cmd.price}")
+            return f"{cmd.verb} {cmd.qty} {cmd.symbol} {terms} {TIF_NAMES.get(cmd.tif, cmd.tif)}"
         return cmd.verb
 
     @property

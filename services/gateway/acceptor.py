@@ -15,11 +15,13 @@ from collections.abc import Callable, Container, Mapping
 import quickfix as fix
 
 from services.gateway.direct import DirectIntake
+from services.gateway.guard import Guard
 from services.gateway.handoff import Handoff
-from services.gateway.inbound import HANDLED_TYPES, Inbound
+from services.gateway.inbound import HANDLED_TYPES, Inbound, Refusal
 from services.gateway.mdfeed import MarketFeed
 from services.gateway.securities import SECURITY_LIST_REQUEST, SecurityLists
 from services.gateway.silence import SilenceWatchdog
+from services.gateway.status import STATUS_TYPES
 from services.gateway.unsupported import REJECT, as_business_reject
 from shared import hoptrace
 from shared.clock import now_ns
@@ -96,14 +98,17 @@ class SessionRegistry:
         with self._lock:
             return sorted(self._logged_on)
 
-    def send(self, comp: str, body: str) -> bool:
-        """Send a message (body from tag 35) on ``comp``'s session; False when there is none."""
+    def send(self, comp: str, body: str, extra: str = "") -> bool:
+        """Send a message (body from tag 35) on ``comp``'s session; False when there is none.
+        ``extra``: fields added after the version's dialect (a drop copy's 128 and 797)."""
         sid = self._ids.get(comp)
         if sid is None:
             return False
         dialect = self._dialects.get(comp)
         if dialect is not None:
             body = dialect(body)
+        if extra:
+            body += extra
         try:
             return bool(fix.Session.sendToTarget(to_message(body), sid))
         except fix.SessionNotFound:
@@ -161,6 +166,10 @@ class GatewayApp(fix.Application):
         # When this process started (UTC, as OrigSendingTime reads): a NewOrderSingle resent with
         # PossDupFlag=Y and sent before it was sent to the previous gateway process (see _stale).
         self.started = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime())
+        # The kill switch, drop-copy sessions and risk limits (guard.py); None: nothing refused here.
+        self.guard: Guard | None = None
+        # Every ExecutionReport body sent to a session also goes here (the drop copy); None: nowhere.
+        self.copy: Callable[[str, str], None] | None = None
 
     def onCreate(self, sid: fix.SessionID) -> None:
         try:
@@ -277,6 +286,12 @@ class GatewayApp(fix.Application):
             except Exception:
                 self._failed("fromApp")
             return
+        if msg_type in STATUS_TYPES and self.market_data is not None:
+            try:
+                self.market_data.status_request(self.registry.comp_of(sid), msg_type, raw)
+            except Exception:
+                self._failed("fromApp")
+            return
         if msg_type == MARKET_DATA_REQUEST and self.market_data is not None:
             try:
                 self.market_data.request(self.registry.comp_of(sid), raw)
@@ -288,6 +303,16 @@ class GatewayApp(fix.Application):
             raise fix.UnsupportedMessageType()
         if msg_type == "D" and "\x0143=Y\x01" in raw and self._stale(raw, sid):
             return
+        guard = self.guard
+        if guard is not None:
+            try:
+                refusal = guard.check(msg_type, raw)
+            except Exception:
+                self._failed("fromApp")
+                return
+            if refusal is not None:
+                self.refuse(refusal)
+                return
         try:
             self.counters.orders_in += 1
             direct = self.direct
@@ -321,7 +346,7 @@ class GatewayApp(fix.Application):
             text = ("resent (PossDupFlag=Y) from before the exchange restarted: the session ended then "
                     "and its orders were cancelled; send it again with a new ClOrdID if you still want it")
             refusal = self.inbound.refusal("D", f, text, now_ns())
-            self.registry.send(refusal.session, refusal.body)
+            self.refuse(refusal, quiet=True)
             log.info("refused %s: %s", f.get("11", "?"), text, extra={"session": comp})
             return True
         except Exception:
@@ -330,7 +355,20 @@ class GatewayApp(fix.Application):
 
     def _busy(self, msg_type: str, f: dict[str, str]) -> None:
         refusal = self.inbound.busy(msg_type, f, self.handoff.waiting, now_ns())
-        self.registry.send(refusal.session, refusal.body)
+        if self.guard is not None and msg_type == "D":
+            self.guard.risk.release(refusal.session, f.get("11", ""))
+        self.refuse(refusal, quiet=True)
+
+    def refuse(self, refusal: Refusal, *, quiet: bool = False) -> None:
+        """Answer an order message here, on the engine thread (and copy the answer to the drop copy)."""
+        try:
+            self.registry.send(refusal.session, refusal.body)
+            if self.copy is not None:
+                self.copy(refusal.session, refusal.body)
+            if not quiet:
+                log.info("refused: %s", refusal.text, extra={"session": refusal.session})
+        except Exception:
+            self._failed("fromApp")
 
     def _failed(self, where: str) -> None:
         self.counters.callback_errors += 1

@@ -23,6 +23,7 @@ from shared.config import (
     gateway_count,
 )
 from shared.fix.dictionary import installed_dictionary
+from shared.schedule import Schedule, parse_schedule
 
 STORES = ("memory", "file")
 
@@ -71,6 +72,8 @@ class GatewaySettings:
     # ``gateways`` of every CompID pool (shared.compids); 1 of 1 is every pool whole.
     gateways: int = 1
     gateway_index: int = 1
+    # The trading day's phases (FIXLAB_SCHEDULE, shared/schedule.py); None: continuous all day.
+    schedule: Schedule | None = None
 
     @property
     def comp_ids(self) -> GatewayCompIds:
@@ -148,4 +151,5 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         stall_bytes=env_int(env, ENV_PREFIX + "FIX_STALL_BYTES", 65536, lo=1),
         gateways=gateways,
         gateway_index=gateway_index,
+        schedule=parse_schedule(env.get("FIXLAB_SCHEDULE"), [i.symbol for i in common.instruments]),
     )

@@ -22,6 +22,7 @@ SOH = "\x01"
 _TRANS_NEW = "20=0"  # ExecTransType (FIX 4.2), inserted after ExecID (17)
 _TRANS_STATUS = "20=3"
 _EXEC_TYPE = SOH + "150="
+_RESTATED = SOH + "150=D" + SOH  # a triggered stop, as FIX 4.4 says it (services/gateway/outbound.py)
 
 
 class Dialect:
@@ -43,10 +44,14 @@ class Dialect:
             tags - self.listed[t] or t in version.required_added
             or (t == "8" and (version.exec_trans_type or version.match_id_in_text))
             or tags & frozenset(self.enums)))
+        triggered = version.triggered_exec_type
+        self._triggered = f"{SOH}150={triggered}{SOH}" if triggered else ""
 
     def __call__(self, body: str) -> str:
         """The body (from tag 35 on, SOH-terminated) as this version says it."""
         msg_type = body[3:body.find(SOH)]
+        if self._triggered and msg_type == "8" and _RESTATED in body:
+            body = body.replace(_RESTATED, self._triggered, 1)
         if msg_type not in self.active:
             return body
         if msg_type == "8" and self.version.exec_trans_type:

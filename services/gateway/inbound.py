@@ -30,6 +30,8 @@ from shared.fix.codec import SOH_TEXT as SOH
 from shared.fix.codec import MalformedMessage
 from shared.fix.reader import TEXT, field_reader
 from shared.schema import (
+    AT_CLOSE,
+    AT_OPEN,
     BUY,
     CXL_OTHER,
     CXL_UNKNOWN_ORDER,
@@ -39,6 +41,10 @@ from shared.schema import (
     IOC,
     MASS_CANCEL_ALL,
     MASS_CANCEL_SYMBOL,
+    ORD_LIMIT,
+    ORD_MARKET,
+    ORD_STOP,
+    ORD_STOP_LIMIT,
     REJ_INCORRECT_QUANTITY,
     REJ_OTHER,
     REJ_UNKNOWN_SYMBOL,
@@ -70,7 +76,11 @@ MASS_REJ_OTHER = 99
 Translated = NewOrder | CancelOrder | ReplaceOrder | StatusRequest | MassCancel
 
 _SIDES = {"1": BUY, "2": SELL}
-_TIFS = {"0": DAY, "1": GTC, "3": IOC, "4": FOK}
+_TIFS = {"0": DAY, "1": GTC, "2": AT_OPEN, "3": IOC, "4": FOK, "7": AT_CLOSE}
+# OrdType (40): market (1) and stop (3) carry no Price (44); stop (3) and stop-limit (4) need StopPx (99).
+_ORD_TYPES = {"1": ORD_MARKET, "2": ORD_LIMIT, "3": ORD_STOP, "4": ORD_STOP_LIMIT}
+_PRICED = frozenset((ORD_LIMIT, ORD_STOP_LIMIT))
+_STOPS = frozenset((ORD_STOP, ORD_STOP_LIMIT))
 
 # The fast path's reader (Inbound.new_order): every field a NewOrderSingle's translation reads, as
 # text, checked and converted by the same helpers as the split_fields path so results are identical.
@@ -166,26 +176,43 @@ class Inbound:
         clordid = f.get("11", "")
         symbol = f.get("55", "")
         side_raw = f.get("54", "")
-        problem, reason, inst, side, price, qty = self._order_terms(f, symbol, side_raw)
+        problem, reason, inst, side, price, qty = self._order_terms(f, symbol, side_raw, new=True)
         tif = DAY
+        ord_type, stop_px = ORD_LIMIT, 0
+        if problem is None:
+            assert inst is not None
+            ord_type = _ORD_TYPES[f["40"]]
+            if ord_type in _STOPS:
+                stop_raw = f.get("99")
+                if stop_raw is None:
+                    problem, reason = (f"a stop order (40={f['40']}) needs a StopPx (99)", REJ_OTHER)
+                else:
+                    stop = self._ticks(inst, stop_raw, 99, "StopPx")
+                    if isinstance(stop, str):
+                        problem, reason = stop, REJ_OTHER
+                    else:
+                        stop_px = stop
         if problem is None:
             tif_raw = f.get("59")
             if tif_raw is not None:
                 tif_val = _TIFS.get(tif_raw)
                 if tif_val is None:
                     problem, reason = (f"TimeInForce 59={tif_raw} is not supported: use 0 (Day), 1 (GTC), "
-                                       "3 (IOC) or 4 (FOK)", REJ_OTHER)
+                                       "2 (At the Opening), 3 (IOC), 4 (FOK) or 7 (At the Close)", REJ_OTHER)
                 else:
                     tif = tif_val
         if problem is not None:
             return Refusal(session, self._reject_body(f, reason, problem, ts), problem)
         assert inst is not None
         return NewOrder(session, clordid, symbol, side, price, qty, tif, self.reply_to,
-                        _seq(f), ts, self.stp.get(session, STP_OFF))
+                        _seq(f), ts, self.stp.get(session, STP_OFF), ord_type, stop_px)
 
-    def _order_terms(self, f: dict[str, str], symbol: str, side_raw: str
+    def _order_terms(self, f: dict[str, str], symbol: str, side_raw: str, new: bool = False
                      ) -> tuple[str | None, int, Instrument | None, int, int, int]:
-        """Check symbol, side, type, price and quantity: (problem, OrdRejReason, inst, side, ticks, qty)."""
+        """Check symbol, side, type, price and quantity: (problem, OrdRejReason, inst, side, ticks, qty).
+
+        ``new``: a NewOrderSingle, which may be a market (1), stop (3) or stop-limit (4) order, whose
+        price is 0 when it has none (market and stop); a replace amends limit orders only."""
         inst = self.instruments.get(symbol)
         if inst is None:
             known = ", ".join(self.instruments)
@@ -195,13 +222,25 @@ class Inbound:
         if side is None:
             return f"Side 54={side_raw} is not supported: use 1 (Buy) or 2 (Sell)", REJ_OTHER, None, 0, 0, 0
         ord_type = f.get("40", "")
-        if ord_type != "2":
-            return (f"OrdType 40={ord_type} is not accepted: only limit orders (40=2) trade here",
-                    REJ_OTHER, None, 0, 0, 0)
+        kind = _ORD_TYPES.get(ord_type) if new else (ORD_LIMIT if ord_type == "2" else None)
+        if kind is None:
+            text = (f"OrdType 40={ord_type} is not accepted: use 1 (Market), 2 (Limit), 3 (Stop) or "
+                    "4 (Stop limit)" if new else
+                    f"OrdType 40={ord_type} is not accepted on a replace: only limit orders (40=2) "
+                    "are amended")
+            return text, REJ_OTHER, None, 0, 0, 0
         px_raw = f.get("44")
-        if px_raw is None:
-            return "a limit order needs a Price (44)", REJ_OTHER, None, 0, 0, 0
-        ticks = self._ticks(inst, px_raw)
+        ticks: int | str = 0
+        if kind in _PRICED:
+            if px_raw is None:
+                what = "a limit order" if kind == ORD_LIMIT else "a stop-limit order (40=4)"
+                return f"{what} needs a Price (44)", REJ_OTHER, None, 0, 0, 0
+            ticks = self._ticks(inst, px_raw)
+        elif px_raw is not None:
+            ticks = (f"Price 44={px_raw} has no meaning on a market order (40=1): leave it out"
+                     if kind == ORD_MARKET else
+                     f"Price 44={px_raw} has no meaning on a stop order (40=3): use StopPx (99), or "
+                     "40=4 (Stop limit) for a limit price")
         if isinstance(ticks, str):
             return ticks, REJ_OTHER, None, 0, 0, 0
         qty_raw = f.get("38")
@@ -213,9 +252,10 @@ class Inbound:
                     REJ_INCORRECT_QUANTITY, None, 0, 0, 0)
         return None, 0, inst, side, ticks, qty
 
-    def _ticks(self, inst: Instrument, px_raw: str) -> int | str:
-        """Price in ticks, or the reason it is refused (cached: clients repeat a few prices)."""
-        key = (inst.symbol, px_raw)
+    def _ticks(self, inst: Instrument, px_raw: str, tag: int = 44, name: str = "Price") -> int | str:
+        """Price in ticks, or the reason it is refused (cached: clients repeat a few prices); ``tag``
+        and ``name``: the field's, for the reason."""
+        key = (inst.symbol, px_raw) if tag == 44 else (f"{tag}:{inst.symbol}", px_raw)
         hit = self._ticks_cache.get(key)
         if hit is not None:
             return hit
@@ -225,13 +265,14 @@ class Inbound:
         except InvalidOperation:
             price = Decimal("NaN")
         if not price.is_finite():
-            result = f"Price 44={px_raw} is not a decimal number"
+            result = f"{name} {tag}={px_raw} is not a decimal number"
         elif price <= 0:
-            result = f"Price 44={px_raw} must be positive"
+            result = f"{name} {tag}={px_raw} must be positive"
         else:
             ticks = inst.to_ticks(price)
             result = (ticks if ticks is not None else
-                      f"Price 44={px_raw} is not a whole number of ticks of {inst.tick} for {inst.symbol}")
+                      f"{name} {tag}={px_raw} is not a whole number of ticks of {inst.tick} "
+                      f"for {inst.symbol}")
         if len(self._ticks_cache) > 10_000:
             self._ticks_cache.clear()
         self._ticks_cache[key] = result
@@ -250,7 +291,7 @@ class Inbound:
         symbol = f.get("55", "")
         problem, _reason, _inst, side, price, qty = self._order_terms(f, symbol, f.get("54", ""))
         tif_raw = f.get("59")
-        if problem is None and tif_raw is not None and _TIFS.get(tif_raw, IOC) >= IOC:
+        if problem is None and tif_raw is not None and _TIFS.get(tif_raw) in (None, IOC, FOK):
             # A replace keeps the order's TimeInForce; IOC and FOK orders never rest to be replaced.
             problem = (f"TimeInForce 59={tif_raw} is not accepted on a replace: an order keeps its own, "
                        "and IOC (3) or FOK (4) orders never rest")
@@ -334,6 +375,9 @@ class Inbound:
         px = f.get("44")
         if px is not None:
             parts.append("44=" + px)
+        stop_px = f.get("99")
+        if stop_px is not None:
+            parts.append("99=" + stop_px)
         parts += ["151=0", "14=0", "6=0", "60=" + self._time(ts), "58=" + clean_text(text), f"103={reason}"]
         return SOH.join(parts) + SOH
 

@@ -26,7 +26,16 @@ from services.gateway.inbound import Inbound, Refusal, Translated
 from shared import streams
 from shared.config import Instrument
 from shared.fix.codec import split_fields
-from shared.schema import EndOfDay, Refused, SessionEnded, StpSetting, as_wire, encode_wire_batch
+from shared.schema import (
+    EndOfDay,
+    MassCancel,
+    Refused,
+    SessionEnded,
+    SetPhase,
+    StpSetting,
+    as_wire,
+    encode_wire_batch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +44,8 @@ log = logging.getLogger(__name__)
 Wire = tuple[object, ...]
 
 
-# Commands made by the gateway itself, for every shard.
-EVERY_SHARD = frozenset((SessionEnded.CODE, EndOfDay.CODE))
+# Commands made by the gateway itself, for every shard (a MassCancel of its own: the kill switch's).
+EVERY_SHARD = frozenset((SessionEnded.CODE, EndOfDay.CODE, MassCancel.CODE))
 
 
 class Writer(Protocol):
@@ -116,6 +125,9 @@ class Publisher:
             elif first in EVERY_SHARD:
                 wire = tuple(record)
                 symbol = None
+            elif first == SetPhase.CODE:  # the schedule's (phasedriver.py): its symbol's shard, "*" every one
+                wire = tuple(record)
+                symbol = record[1] if record[1] in stream_of else None
             else:
                 self.errors += 1
                 log.error("dropping a record that is neither a message nor a gateway command: %r", record[:3])

@@ -14,6 +14,12 @@ the mirror (or when its image arrives); the core is shared under one lock, and e
 while holding it, so a W always precedes the X that follows it on the wire. Lock order: QuickFIX
 holds a session's mutex while sending to it and while calling onLogout, never around fromApp; so the
 engine thread takes the lock in fromApp only, and a logout is queued.
+
+The same thread tells trading status (``status.TradingStatus``): a SecurityStatusRequest (35=e) or
+TradingSessionStatusRequest (35=g) is answered on the engine thread, and wakes the thread too, which
+then sends a SecurityStatus (35=f) / TradingSessionStatus (35=h) to each subscriber for every
+PhaseChanged it reads. (It reads from the streams' ends when it starts: phases changed before that are
+not known to it, and an instrument reads as CONTINUOUS until the next change.)
 """
 
 from __future__ import annotations
@@ -30,15 +36,25 @@ import quickfix as fix
 import redis
 
 from services.gateway.marketdata import MarketData, Out
+from services.gateway.status import TradingStatus
 from shared import streams
 from shared.bus import REDIS_ERRORS, connect, publish, read_streams
 from shared.clock import now_ns
 from shared.config import Instrument
-from shared.schema import BookImage, BookUpdate, ImageRequest, SchemaError, Trade, decode_wire_batch
+from shared.fix.codec import split_fields
+from shared.schema import (
+    BookImage,
+    BookUpdate,
+    ImageRequest,
+    PhaseChanged,
+    SchemaError,
+    Trade,
+    decode_wire_batch,
+)
 
 log = logging.getLogger(__name__)
 
-_TRADE, _UPDATE, _IMAGE = Trade.CODE, BookUpdate.CODE, BookImage.CODE
+_TRADE, _UPDATE, _IMAGE, _PHASE = Trade.CODE, BookUpdate.CODE, BookImage.CODE, PhaseChanged.CODE
 ASK_AGAIN_S = 5.0  # a shard whose images have not come (its matcher was down) is asked again
 READ_COUNT = 1000
 BACK_OFF_S = 1.0  # after an error, before trying again (one log line a second at most)
@@ -114,6 +130,7 @@ class MarketFeed:
                  maxlen: int = 1_000_000) -> None:
         instruments = tuple(instruments)
         self.core = MarketData(instruments, max_trades=max_trades)
+        self.status = TradingStatus(instruments)
         self.shards: dict[str, list[str]] = {}
         for i in instruments:
             self.shards.setdefault(i.shard, []).append(i.symbol)
@@ -123,7 +140,7 @@ class MarketFeed:
         self.interval_s = interval_s
         self.maxlen = maxlen
         self.lock = threading.Lock()
-        self.sent = {"W": 0, "X": 0, "Y": 0}
+        self.sent = {"W": 0, "X": 0, "Y": 0, "f": 0, "h": 0}
         self.unroutable = 0
         self.errors = 0
         self._ended: deque[str] = deque()  # sessions logged out, for the core to forget
@@ -158,6 +175,14 @@ class MarketFeed:
             self._send(self.core.request(session, raw))
         self._wanted.set()
 
+    def status_request(self, session: str, msg_type: str, raw: str) -> None:
+        """A SecurityStatusRequest (e) or TradingSessionStatusRequest (g): answered now; with 263=1,
+        told again at every phase change."""
+        with self.lock:
+            self._drop_ended()
+            self._send(self.status.request(session, msg_type, split_fields(raw), now_ns()))
+        self._wanted.set()
+
     def session_ended(self, session: str) -> None:
         """The session logged out: its subscriptions go before the next flush or request.
 
@@ -168,7 +193,9 @@ class MarketFeed:
 
     def _drop_ended(self) -> None:
         while self._ended:
-            self.core.drop_session(self._ended.popleft())
+            session = self._ended.popleft()
+            self.core.drop_session(session)
+            self.status.drop_session(session)
 
     def _send(self, outs: list[Out]) -> None:
         """Send under the lock (see the module's docstring); never raises."""
@@ -269,3 +296,5 @@ class MarketFeed:
                         core.apply_trade(item[1], item[2], item[3])
                     elif code == _IMAGE:
                         self._send(core.apply_image(item[1], item[2], item[3]))
+                    elif code == _PHASE:
+                        self._send(self.status.phase_changed(item[1], item[2], item[3], item[4], item[5]))

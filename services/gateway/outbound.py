@@ -21,6 +21,7 @@ from shared.config import Instrument
 from shared.schema import (
     BUY,
     MASS_CANCEL_ALL,
+    ORD_LIMIT,
     SELL,
     Accepted,
     Cancelled,
@@ -32,9 +33,15 @@ from shared.schema import (
     Rejected,
     Replaced,
     StatusReport,
+    Triggered,
 )
 
 REJECTED_STATUS = 8  # OrdStatus
+# A stop that became a market or limit order: FIX 4.4's stock dictionary has no ExecType L (Triggered
+# or Activated by System), and neither has FIX 4.2's, so the exchange's own body says Restated (D),
+# with 58; a FIX 5.0 SP2 session gets L (shared.fix.versions, triggered_exec_type). Nothing else the
+# exchange sends is Restated.
+TRIGGERED_EXEC_TYPE = "D"
 
 
 class Outbound:
@@ -59,37 +66,49 @@ class Outbound:
         if isinstance(ev, Filled):
             status = "2" if ev.leaves_qty == 0 else "1"
             px = self._px(ev.symbol, ev.price)
+            terms = (f"\x0140=2\x0144={px}" if ev.ord_type == ORD_LIMIT and not ev.stop_px
+                     else self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px))
             return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=F\x0139={status}"
-                    f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2\x0144={px}"
+                    f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}{terms}"
                     f"\x0131={self._px(ev.symbol, ev.last_px)}\x0132={ev.last_qty}\x01151={ev.leaves_qty}"
                     f"\x0114={ev.cum_qty}\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}"
                     f"\x0160={self._time(ev.ts)}\x01527={ev.match_id}\x01"
                     + (f"880={ev.match_id}\x01" if ev.session in self.trd_match_sessions else ""))
         if isinstance(ev, Accepted):
             px = self._px(ev.symbol, ev.price)
+            terms = (f"\x0140=2\x0144={px}" if ev.ord_type == ORD_LIMIT and not ev.stop_px
+                     else self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px))
             return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=0\x0139=0"
-                    f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2\x0144={px}"
+                    f"\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}{terms}"
                     f"\x0159={ev.tif}\x01151={ev.qty}\x0114=0\x016=0\x0160={self._time(ev.ts)}\x01")
         if isinstance(ev, Cancelled):
             return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x0141={ev.orig_clordid}"
-                    f"\x01150=4\x0139=4\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2"
-                    f"\x0144={self._px(ev.symbol, ev.price)}\x01151=0\x0114={ev.cum_qty}"
+                    f"\x01150=4\x0139=4\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}"
+                    f"{self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px)}\x01151=0\x0114={ev.cum_qty}"
                     f"\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}\x0160={self._time(ev.ts)}"
                     + (f"\x0158={clean_text(ev.text)}" if ev.text else "") + "\x01")
         if isinstance(ev, Replaced):
             status = "1" if ev.cum_qty > 0 else "0"
             return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}\x0141={ev.orig_clordid}"
-                    f"\x01150=5\x0139={status}\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}\x0140=2"
-                    f"\x0144={self._px(ev.symbol, ev.price)}\x01151={ev.leaves_qty}\x0114={ev.cum_qty}"
+                    f"\x01150=5\x0139={status}\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}"
+                    f"{self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px)}\x01151={ev.leaves_qty}"
+                    f"\x0114={ev.cum_qty}"
                     f"\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}\x0160={self._time(ev.ts)}\x01")
         if isinstance(ev, Rejected):
             side = ev.side if ev.side in (BUY, SELL) else BUY
             return (f"35=8\x0137={NO_ORDER_ID}\x0117={ev.exec_id}\x0111={ev.clordid}\x01150=8\x0139=8"
-                    f"\x0155={ev.symbol or 'NONE'}\x0154={side}\x0138={ev.qty}\x0140=2"
-                    f"\x0144={self._px(ev.symbol, ev.price)}\x01151=0\x0114=0\x016=0"
+                    f"\x0155={ev.symbol or 'NONE'}\x0154={side}\x0138={ev.qty}"
+                    f"{self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px)}\x01151=0\x0114=0\x016=0"
                     f"\x0160={self._time(ev.ts)}\x0158={clean_text(ev.text)}\x01103={ev.reason}\x01")
         if isinstance(ev, Refused):
             return ev.body
+        if isinstance(ev, Triggered):
+            stop = self._px(ev.symbol, ev.stop_px)
+            return (f"35=8\x0137={ev.order_id}\x0117={ev.exec_id}\x0111={ev.clordid}"
+                    f"\x01150={TRIGGERED_EXEC_TYPE}\x0139=0\x0155={ev.symbol}\x0154={ev.side}\x0138={ev.qty}"
+                    f"{self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px)}"
+                    f"\x01151={ev.qty}\x0114=0\x016=0"
+                    f"\x0160={self._time(ev.ts)}\x0158=triggered: a trade at or through StopPx {stop}\x01")
         if isinstance(ev, CancelRejected):
             return (f"35=9\x0137={ev.order_id or NO_ORDER_ID}\x0111={ev.clordid}\x0141={ev.orig_clordid}"
                     f"\x0139={ev.status}\x01434={ev.response_to}\x01102={ev.reason}"
@@ -107,7 +126,7 @@ class Outbound:
         parts = [f"35=8\x0137={ev.order_id or NO_ORDER_ID}\x0117={STATUS_EXEC_ID}"
                  f"\x0111={ev.clordid}\x01150=I\x0139={ev.status}\x0155={ev.symbol or 'NONE'}\x0154={side}"]
         if ev.qty > 0:  # an unknown order has no quantity nor price to tell
-            parts.append(f"\x0138={ev.qty}\x0140=2\x0144={self._px(ev.symbol, ev.price)}")
+            parts.append(f"\x0138={ev.qty}{self._terms(ev.symbol, ev.ord_type, ev.price, ev.stop_px)}")
         parts.append(f"\x01151={ev.leaves_qty}\x0114={ev.cum_qty}"
                      f"\x016={self._avg_px(ev.symbol, ev.cum_cost, ev.cum_qty)}\x0160={self._time(ev.ts)}")
         if ev.text:
@@ -135,6 +154,15 @@ class Outbound:
             parts.append(f"\x0158={clean_text(ev.text)}")
         parts.append("\x01")
         return "".join(parts)
+
+    def _terms(self, symbol: str, ord_type: int, price: int, stop_px: int) -> str:
+        """OrdType (40), Price (44) when the order has one (not a market nor a stop order), StopPx (99)."""
+        out = f"\x0140={ord_type}"
+        if price > 0:
+            out += f"\x0144={self._px(symbol, price)}"
+        if stop_px > 0:
+            out += f"\x0199={self._px(symbol, stop_px)}"
+        return out
 
     def _px(self, symbol: str, ticks: int) -> str:
         key = (symbol, ticks)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 
@@ -38,7 +38,7 @@ from shared.bus import Entry, is_cluster
 from shared.bus_cluster import ClusterMultiStreamConsumer
 from shared.bus_lean import LeanMultiStreamConsumer
 from shared.resp import RespConnection
-from shared.schema import Accepted, Cancelled
+from shared.schema import Accepted, Cancelled, MassCancelReport, Message
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,12 @@ class ReportSender:
         # A Cancelled for a session not logged on (the start-up sweep's) is kept and told at its
         # next Logon (untold.py); None: sent as any report.
         self.untold = untold
+        # Every event, before it is told: the risk limits' open orders and positions (risk.py).
+        self.observe: Callable[[Message], None] | None = None
+        # A kill's MassCancelReport: True when it is the kill switch's own (not sent to the session).
+        self.kill_report: Callable[[MassCancelReport], bool] | None = None
+        # Each ExecutionReport body told (or kept) for a session: the drop copy (dropcopy.py).
+        self.copy: Callable[[list[tuple[str, str]]], None] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-events", daemon=True)
 
@@ -95,13 +101,23 @@ class ReportSender:
         join = self.join.feed
         untold = self.untold
         kept: list[tuple[str, str]] = []
+        observe = self.observe
+        copy = self.copy
+        copies: list[tuple[str, str]] = []
         for _entry_id, msgs in batch:
             for ev in join(msgs):
                 try:
                     traced = hoptrace.ON and type(ev) is Accepted
                     if traced:
                         hoptrace.mark("gateway.report")
+                    if observe is not None:
+                        observe(ev)
+                    if (type(ev) is MassCancelReport and self.kill_report is not None
+                            and self.kill_report(ev)):
+                        continue
                     body = report(ev)
+                    if copy is not None and body.startswith("35=8\x01"):
+                        copies.append((ev.session, body))  # type: ignore[attr-defined]
                     if (untold is not None and type(ev) is Cancelled and untold.wanted(ev.session)
                             and not self.registry.is_logged_on(ev.session)):
                         kept.append((ev.session, body))
@@ -118,6 +134,8 @@ class ReportSender:
                 except Exception:
                     counters.unroutable += 1
                     log.exception("cannot send %r", ev)
+        if copies and copy is not None:
+            copy(copies)  # before the batch is acknowledged; a Redis error reads it again
         if kept and untold is not None:
             untold.keep(kept)  # before the batch is acknowledged; a Redis error reads it again
             for session in {s for s, _body in kept if self.registry.is_logged_on(s)}:

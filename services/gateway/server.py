@@ -14,18 +14,27 @@ from services.gateway.acceptor import Counters, GatewayApp, SessionRegistry
 from services.gateway.config import GatewaySettings
 from services.gateway.dialects import dialects
 from services.gateway.direct import DirectIntake
+from services.gateway.dropcopy import DropCopy
 from services.gateway.endofday import EndOfDayClock
+from services.gateway.guard import Guard
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound
 from services.gateway.intake import Publisher
+from services.gateway.killswitch import KillSwitch
 from services.gateway.lab import LabManager
 from services.gateway.lab.session import SetStp
+from services.gateway.lasttrade import LastTrades
 from services.gateway.mdfeed import GroupSender, MarketFeed
 from services.gateway.outbound import Outbound
+from services.gateway.phasedriver import PhaseDriver
 from services.gateway.reports import ReportSender
 from services.gateway.resp import RespConnection
+from services.gateway.risk import RiskBook
 from services.gateway.sessions import (
     cancel_on_disconnect_sessions,
+    drop_copy_sessions,
+    firm_of,
+    load_firms,
     load_sessions,
     settings_text,
     stp_modes,
@@ -53,6 +62,7 @@ from shared.fix.dictionary import (
 )
 from shared.fix.versions import APPL_VER_ID_NAME_50SP2, VERSIONS, FixVersion
 from shared.health import HealthReporter
+from shared.operator import Verifier, load_token
 from shared.redis_cluster import cluster_client, is_cluster_url
 from shared.schema import STP_OFF, SessionEnded, StpSetting
 
@@ -200,6 +210,8 @@ class Gateway:
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,
                                                       group_dictionaries, self.registry.profile))
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
+        self.phases = (None if settings.schedule is None
+                       else PhaseDriver(settings.schedule, self.handoff.send_command))
         # The sweep's Cancelled reports, for sessions that keep their identity across Logons (their
         # sequence numbers), told at their next Logon (untold.py).
         told = frozenset(s.target for s in specs if s.options.get("ResetOnLogon", "N") == "N"
@@ -211,6 +223,29 @@ class Gateway:
                                     settings.gateway_id, common.shards, self.outbound,
                                     self.registry, self.counters, wait_replicas=common.wait_replicas,
                                     lean=self.cluster and common.cluster_lean, untold=self.untold)
+        # Risk limits, the kill switch and drop copy (risk.py, guard.py, killswitch.py, dropcopy.py).
+        firms = load_firms(settings.sessions_file)
+        members = firm_of(specs, firms)
+        drop_copies = drop_copy_sessions(specs)
+        self.risk = RiskBook(common.instruments, {s.target: s.limits for s in specs},
+                             {name: f.limits for name, f in firms.items()}, members)
+        self.guard = Guard(self.inbound, self.risk, now_ns, drop_copies)
+        self.app.guard = self.guard
+        if self.risk.watched:
+            self.reports.observe = self.risk.on_event
+        self.last_trades = (LastTrades(connect(common.redis_url), common.shards, self.risk.trade)
+                            if self.risk.collars else None)
+        self.killswitch = KillSwitch(connect(common.redis_url), settings.gateway_id, Verifier(load_token()),
+                                     holds=self._holds, kill=self.guard.kill, unkill=self.guard.unkill,
+                                     send_command=self.handoff.send_command)
+        self.reports.kill_report = self.killswitch.mass_cancel_report
+        self.dropcopy = DropCopy(connect(common.redis_url), members, drop_copies, send=self.registry.send,
+                                 logged_on=self.registry.is_logged_on,
+                                 begin_string=self.registry.begin_string, holds=self._holds,
+                                 maxlen=common.stream_maxlen)
+        if self.dropcopy.active:
+            self.reports.copy = self.dropcopy.keep
+            self.app.copy = self.dropcopy.copy
         self.health = HealthReporter(connect(common.redis_url), "gateway", settings.gateway_id,
                                      self.health_counters)
         self.labs: LabManager | None = None
@@ -219,6 +254,10 @@ class Gateway:
                       else fix.MemoryStoreFactory())
         self._store = store
         self.acceptor = fix.SocketAcceptor(self.app, store, self._fix_settings)
+
+    def _holds(self, comp: str) -> bool:
+        """Whether this gateway's acceptor has ``comp``'s session."""
+        return self.registry.get(comp) is not None
 
     def health_counters(self) -> dict[str, int | str]:
         c = self.counters
@@ -246,6 +285,11 @@ class Gateway:
             "untold_kept": self.untold.kept,
             "untold_told": self.untold.told,
             "labs": "on" if self.labs is not None else "off",
+            "risk_refused": self.risk.refused,
+            "killed": len(self.guard.killed),
+            "admin_refused": self.killswitch.refused,
+            "dropcopy_written": self.dropcopy.written,
+            "dropcopy_told": self.dropcopy.told,
             **self.market.stats(),
         }
 
@@ -253,8 +297,15 @@ class Gateway:
         self.handoff.start()
         self.end_sessions_left_open()
         self.end_of_day.start()  # the latest day that ended, if no one said so yet
+        if self.phases is not None:
+            self.phases.start()  # each instrument into the phase the schedule says it is in now
         self.untold.start()
+        self.killswitch.load()  # killed sessions stay killed: before the first Logon
+        self.killswitch.start()
         self.reports.start()
+        self.dropcopy.start()
+        if self.last_trades is not None:
+            self.last_trades.start()
         self.market.start()
         if self.silence is not None:
             self.silence.start()
@@ -302,6 +353,8 @@ class Gateway:
 
     def stop(self) -> None:
         self.end_of_day.stop()
+        if self.phases is not None:
+            self.phases.stop()
         if self.labs is not None:
             try:
                 self.labs.stop()
@@ -317,6 +370,10 @@ class Gateway:
         self.handoff.stop()
         self.reports.stop()
         self.untold.stop()
+        self.killswitch.stop()
+        self.dropcopy.stop()
+        if self.last_trades is not None:
+            self.last_trades.stop()
         self.health.stop()
         log.info("gateway stopped: %d commands published, %d reports sent",
                  self.handoff.stats.published, self.counters.reports_out)

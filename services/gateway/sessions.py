@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.gateway.risk import LIMIT_KEYS, NO_LIMITS, Limits, parse_limits
 from shared.compids import BEGIN_STRING, EXCHANGE_COMP_ID, GatewayCompIds, gateway_comp_ids
 from shared.config import ConfigError
 from shared.fix.versions import APPL_VER_ID_50SP2, APPL_VER_ID_NAME_50SP2, BY_BEGIN_STRING, FIXT11
@@ -50,6 +51,8 @@ DEFAULT_APPL_VER_ID = "DefaultApplVerID"
 SEND_TRD_MATCH_ID = "SendTrdMatchID"
 CANCEL_ON_DISCONNECT = "CancelOnDisconnect"
 SELF_TRADE_PREVENTION = "SelfTradePrevention"
+FIRM = "Firm"
+DROP_COPY_FOR = "DropCopyFor"
 STP_MODES = {"N": STP_OFF, "CancelResting": STP_CANCEL_RESTING, "CancelAggressor": STP_CANCEL_AGGRESSOR,
              "CancelBoth": STP_CANCEL_BOTH}
 
@@ -65,6 +68,9 @@ class SessionSpec:
     trd_match_id: bool = False  # fills also carry TrdMatchID (880)
     cancel_on_disconnect: bool = True  # resting orders end with the session
     stp: int = STP_OFF  # self-trade prevention (shared.schema STP_*)
+    firm: str = ""  # Firm=: the [FIRM] whose limits and drop copy it has
+    drop_copy_for: str = ""  # DropCopyFor=: this session gets copies of that firm's ExecutionReports
+    limits: Limits = NO_LIMITS  # the session's own risk limits (risk.py); none by default
 
 
 def pool_sessions(comp_ids: GatewayCompIds | None = None) -> list[SessionSpec]:
@@ -126,9 +132,18 @@ def cancel_on_disconnect_sessions(specs: Iterable[SessionSpec]) -> frozenset[str
 
 
 def parse_sessions_text(text: str, origin: str = "sessions file") -> list[SessionSpec]:
-    """Read [SESSION] sections in QuickFIX's settings format; [DEFAULT] applies to each of them."""
+    """Read [SESSION] sections in QuickFIX's settings format; [DEFAULT] applies to each of them
+    ([FIRM] sections are read by ``parse_firms``)."""
+    defaults, sections, _firms = _read_sections(text, origin)
+    return _session_specs(defaults, sections, origin)
+
+
+def _read_sections(text: str, origin: str) -> tuple[dict[str, str], list[tuple[int, dict[str, str]]],
+                                                    list[tuple[int, dict[str, str]]]]:
+    """[DEFAULT], each [SESSION] and each [FIRM] (with its line number), as Key=Value dicts."""
     defaults: dict[str, str] = {}
     sections: list[tuple[int, dict[str, str]]] = []
+    firms: list[tuple[int, dict[str, str]]] = []
     current: dict[str, str] | None = None
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -141,9 +156,12 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
             elif name == "SESSION":
                 current = {}
                 sections.append((lineno, current))
+            elif name == "FIRM":
+                current = {}
+                firms.append((lineno, current))
             else:
                 raise ConfigError(f"{origin} line {lineno}: unknown section {stripped!r} "
-                                  "(use [DEFAULT] or [SESSION])")
+                                  "(use [DEFAULT], [SESSION] or [FIRM])")
             continue
         key, sep, value = stripped.partition("=")
         if not sep or not key.strip():
@@ -154,6 +172,11 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
             raise ConfigError(f"{origin} line {lineno}: {key.strip()} belongs to the whole acceptor "
                               "and cannot be set here")
         current[key.strip()] = value.strip()
+    return defaults, sections, firms
+
+
+def _session_specs(defaults: dict[str, str], sections: list[tuple[int, dict[str, str]]],
+                   origin: str) -> list[SessionSpec]:
     out = []
     for lineno, values in sections:
         merged = {**KEEP_SEQUENCES, **defaults, **values}
@@ -180,9 +203,84 @@ def parse_sessions_text(text: str, origin: str = "sessions file") -> list[Sessio
         trd = _yes_no(merged, SEND_TRD_MATCH_ID, version.trd_match_id, where)
         cod = _yes_no(merged, CANCEL_ON_DISCONNECT, True, where)
         stp = _stp_mode(merged, where)
+        firm = merged.pop(FIRM, "")
+        drop_copy_for = merged.pop(DROP_COPY_FOR, "")
+        if firm and drop_copy_for:
+            raise ConfigError(f"{where}: a drop copy session ({DROP_COPY_FOR}) is no member ({FIRM})")
+        limits = parse_limits(merged, where)
+        if drop_copy_for and limits.any:
+            raise ConfigError(f"{where}: a drop copy session does not trade: no risk limits")
         out.append(SessionSpec(target, sender, begin, merged, trd_match_id=trd, cancel_on_disconnect=cod,
-                               stp=stp))
+                               stp=stp, firm=firm, drop_copy_for=drop_copy_for, limits=limits))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Firm:
+    """A [FIRM] of the sessions file: its limits (on the sum of its sessions) and its members."""
+
+    name: str
+    limits: Limits = NO_LIMITS
+    sessions: tuple[str, ...] = ()  # members named here (a [SESSION] may also say Firm=NAME)
+
+
+def parse_firms(text: str, origin: str = "sessions file") -> dict[str, Firm]:
+    """The [FIRM] sections: ``Name``, optional ``Sessions`` (CompIDs, comma or space separated) and
+    the risk limits (services.gateway.risk.LIMIT_KEYS)."""
+    _defaults, _sessions, sections = _read_sections(text, origin)
+    out: dict[str, Firm] = {}
+    for lineno, raw in sections:
+        values = dict(raw)
+        where = f"{origin} [FIRM] at line {lineno}"
+        name = values.pop("Name", "")
+        if not name:
+            raise ConfigError(f"{where}: Name is required")
+        if name in out:
+            raise ConfigError(f"{where}: firm {name} is configured twice")
+        members = tuple(m for m in values.pop("Sessions", "").replace(",", " ").split() if m)
+        limits = parse_limits(values, where)
+        if values:
+            raise ConfigError(f"{where}: unknown keys {', '.join(sorted(values))} (a firm has Name, Sessions "
+                              f"and the limits {', '.join(LIMIT_KEYS)})")
+        out[name] = Firm(name, limits, members)
+    return out
+
+
+def load_firms(path: Path | None) -> dict[str, Firm]:
+    if path is None:
+        return {}
+    try:
+        return parse_firms(path.read_text(), str(path))
+    except OSError as exc:
+        raise ConfigError(f"cannot read sessions file {path}: {exc.strerror}") from None
+
+
+def firm_of(specs: Sequence[SessionSpec], firms: Mapping[str, Firm]) -> dict[str, str]:
+    """Each member session's firm; fails fast on a member or a drop copy naming no known firm."""
+    known = {s.target: s for s in specs}
+    out: dict[str, str] = {}
+    for spec in specs:
+        named = spec.firm or spec.drop_copy_for
+        if named and named not in firms:
+            raise ConfigError(f"session {spec.target} names firm {named}, which no [FIRM] defines")
+        if spec.firm:
+            out[spec.target] = spec.firm
+    for firm in firms.values():
+        for member in firm.sessions:
+            found = known.get(member)
+            if found is None:
+                raise ConfigError(f"firm {firm.name}: no session {member} is configured")
+            if found.drop_copy_for:
+                raise ConfigError(f"firm {firm.name}: {member} is a drop copy session")
+            if out.get(member, firm.name) != firm.name:
+                raise ConfigError(f"session {member} is a member of firms {out[member]} and {firm.name}")
+            out[member] = firm.name
+    return out
+
+
+def drop_copy_sessions(specs: Iterable[SessionSpec]) -> dict[str, str]:
+    """Each drop copy session's firm."""
+    return {s.target: s.drop_copy_for for s in specs if s.drop_copy_for}
 
 
 def load_sessions(path: Path | None, comp_ids: GatewayCompIds | None = None) -> list[SessionSpec]:

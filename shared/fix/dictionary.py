@@ -38,8 +38,8 @@ FILE_NAME = "FIXLAB-FIX44.xml"
 # keeps (with the session level): orders, their status and mass cancel, the security list and
 # market data. What a client sends is kept whole, with the fields, components and groups stock
 # FIX 4.4 gives it; what the exchange only sends is kept with the fields it writes (WRITTEN).
-RECEIVED_MESSAGES = frozenset({"D", "F", "G", "H", "q", "x", "V"})
-SENT_MESSAGES = frozenset({"8", "9", "j", "r", "y", "W", "X", "Y"})
+RECEIVED_MESSAGES = frozenset({"D", "F", "G", "H", "q", "x", "V", "e", "g"})
+SENT_MESSAGES = frozenset({"8", "9", "j", "r", "y", "W", "X", "Y", "f", "h"})
 EXCHANGE_MESSAGES = RECEIVED_MESSAGES | SENT_MESSAGES
 # The tags the exchange writes in each message it only sends (besides the header and trailer), where
 # it writes them: services/gateway/outbound.py, inbound.py (refusals), securities.py, marketdata.py,
@@ -47,9 +47,9 @@ EXCHANGE_MESSAGES = RECEIVED_MESSAGES | SENT_MESSAGES
 WRITTEN: dict[str, frozenset[int]] = {
     # ExecutionReport: OrderID, ExecID, ClOrdID, OrigClOrdID, ExecType, OrdStatus, Symbol, Side,
     # OrderQty, OrdType, Price, TimeInForce, LastPx, LastQty, LeavesQty, CumQty, AvgPx, TransactTime,
-    # SecondaryExecID, TrdMatchID, Text, OrdRejReason, OrdStatusReqID.
+    # SecondaryExecID, TrdMatchID, Text, OrdRejReason, OrdStatusReqID, StopPx.
     "8": frozenset({37, 17, 11, 41, 150, 39, 55, 54, 38, 40, 44, 59, 31, 32, 151, 14, 6, 60, 527, 880, 58,
-                    103, 790}),
+                    103, 790, 99}),
     "9": frozenset({37, 11, 41, 39, 434, 102, 60, 58}),  # OrderCancelReject
     "j": frozenset({45, 372, 379, 380, 58}),  # BusinessMessageReject (QuickFIX's)
     "r": frozenset({11, 37, 530, 531, 532, 533, 55, 54, 60, 58}),  # OrderMassCancelReport
@@ -60,6 +60,11 @@ WRITTEN: dict[str, frozenset[int]] = {
     "W": frozenset({262, 55, 268, 269, 278, 270, 271, 272, 273, 346, 290, 58}),
     "X": frozenset({262, 268, 279, 269, 278, 280, 55, 270, 271, 272, 273, 346, 290, 58}),
     "Y": frozenset({262, 281, 58}),
+    # SecurityStatus: SecurityStatusReqID, Symbol, TradingSessionID, TradingSessionSubID,
+    # UnsolicitedIndicator, SecurityTradingStatus, TransactTime, Text (services/gateway/status.py).
+    "f": frozenset({324, 55, 336, 625, 325, 326, 60, 58}),
+    # TradingSessionStatus: TradSesReqID, TradingSessionID, UnsolicitedIndicator, TradSesStatus, Text.
+    "h": frozenset({335, 336, 325, 340, 58}),
 }
 # The repeating groups the exchange reads in what it receives, with the fields it reads in them
 # (services/gateway/marketdata.py: MDEntryType in NoMDEntryTypes, Symbol in NoRelatedSym): kept where a

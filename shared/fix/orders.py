@@ -25,6 +25,8 @@ from shared.fix.message import Fields
 from shared.fix.versions import DEFAULT as FIX44_VERSION
 from shared.fix.versions import FixVersion
 from shared.schema import (
+    AT_CLOSE,
+    AT_OPEN,
     BUY,
     DAY,
     FOK,
@@ -52,7 +54,7 @@ PENDING_NEW = "A"
 ORD_STATUS = {"0": "New", "1": "Partially filled", "2": "Filled", "4": "Canceled", "5": "Replaced",
               "6": "Pending cancel", "8": "Rejected", "A": "Pending new", "E": "Pending replace"}
 
-TIFS = (DAY, GTC, IOC, FOK)
+TIFS = (DAY, GTC, AT_OPEN, IOC, FOK, AT_CLOSE)
 STP_NAMES = {STP_OFF: "off", STP_CANCEL_RESTING: "cancel resting", STP_CANCEL_AGGRESSOR: "cancel aggressor",
              STP_CANCEL_BOTH: "cancel both"}
 MAX_DEPTH = 100
@@ -127,7 +129,8 @@ def _qty(qty: int) -> int:
 
 def _tif(tif: int) -> int:
     if tif not in TIFS:
-        raise CommandError(f"TimeInForce {tif!r} is none of 0 (Day), 1 (GTC), 3 (IOC), 4 (FOK)")
+        raise CommandError(f"TimeInForce {tif!r} is none of 0 (Day), 1 (GTC), 2 (At the Opening), 3 (IOC), "
+                           "4 (FOK), 7 (At the Close)")
     return tif
 
 
@@ -170,19 +173,34 @@ class LabOrders:
     # ------------------------------------------------------------------ commands -> FIX fields
 
     def new_order(self, cmd: LabCommand, ts_ns: int) -> tuple[str, Fields]:
-        """MsgType and fields of a NewOrderSingle (limit, the command's TimeInForce) for ``order``."""
+        """MsgType and fields of a NewOrderSingle for ``order``, the command's TimeInForce: a limit order,
+        or as ``cmd.value`` says: "mkt" (40=1, no price), "stop:STOPPX" (40=3, 99), "stoplimit:STOPPX"
+        (40=4, 99 and the price)."""
         symbol = _text("symbol", cmd.symbol)
         side = _side(cmd.side)
-        price = _text("price", cmd.price)
+        kind, _, stop = cmd.value.partition(":")
+        terms: list[tuple[int, str]]
+        if kind in ("", "limit"):
+            price = _text("price", cmd.price)
+            terms = [(40, "2"), (44, price)]
+        elif kind == "mkt":
+            price, terms = "", [(40, "1")]
+        elif kind == "stop":
+            price, terms = "", [(40, "3"), (99, _text("stop price", stop))]
+        elif kind == "stoplimit":
+            price = _text("price", cmd.price)
+            terms = [(40, "4"), (44, price), (99, _text("stop price", stop))]
+        else:
+            raise CommandError(f"order type {kind!r} is none of limit, mkt, stop, stoplimit")
         qty = _qty(cmd.qty)
         tif = _tif(cmd.tif)
         clordid = self._next_clordid()
         self._remember(_Order(clordid, symbol, side, price, qty, 0, qty, tif=tif))
         if self._fix42:
             return "D", [(11, clordid), (21, HANDL_INST_AUTO), (55, symbol), (54, str(side)),
-                         (60, transact_time(ts_ns)), (38, str(qty)), (40, "2"), (44, price), (59, str(tif))]
+                         (60, transact_time(ts_ns)), (38, str(qty)), *terms, (59, str(tif))]
         return "D", [(11, clordid), (55, symbol), (54, str(side)), (60, transact_time(ts_ns)),
-                     (38, str(qty)), (40, "2"), (44, price), (59, str(tif))]
+                     (38, str(qty)), *terms, (59, str(tif))]
 
     def _target(self, cmd: LabCommand) -> _Order:
         if not cmd.orig_clordid:

@@ -28,6 +28,11 @@ What differs, and where it is written here:
   an optional group (Parties, say), gets a session Reject naming it. The whole of 5.0 SP2's messages,
   with their Instrument and Parties trees, costs ~10 times FIX 4.4's per session, and QuickFIX copies
   the dictionary into every session (the gateway's 200 MiB with every session configured).
+  A triggered stop's ExecutionReport says ExecType L (Triggered or Activated by System), which
+  FIX50SP2.xml defines and FIX44.xml and FIX42.xml do not: there it is D (Restated), with 39=0 and
+  Text (58) saying it was triggered.
+- TimeInForce At the Close (59=7) came with FIX 4.3: a FIX 4.2 session that sends it gets the
+  engine's session Reject (373=5, value incorrect); At the Opening (59=2) is in all three.
 """
 
 from __future__ import annotations
@@ -66,12 +71,15 @@ class FixVersion:
     # Fields this version requires where FIX 4.4 has none, per MsgType: tag -> where its value comes
     # from: another tag of the message ("tag:37"), or the time of sending ("now").
     required_added: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+    # ExecType (150) of a stop that became a market or limit order: the exchange's FIX 4.4 body says
+    # Restated (D), stock FIX44.xml having no L (Triggered or Activated by System); "" keeps D.
+    triggered_exec_type: str = ""
 
     @property
     def rewrites(self) -> bool:
         """Whether FIX 4.4's bodies must be rewritten for this version (services/gateway/dialects.py)."""
         return (self.exec_trans_type or self.match_id_in_text or bool(self.enum_fallback)
-                or bool(self.required_added))
+                or bool(self.required_added) or bool(self.triggered_exec_type))
 
     @property
     def fixt(self) -> bool:
@@ -91,13 +99,15 @@ VERSIONS: dict[str, FixVersion] = {
         "4.2", FIX42, "FIX42.xml", exec_trans_type=True, match_id_in_text=True,
         # OrdRejReason 0-8 (13 Incorrect quantity, 99 Other... came with 4.3): 0 Broker option.
         # CxlRejReason 0-3 (99 Other came with 4.3): 2 Broker option.
-        enum_fallback={103: "0", 102: "2"}),
+        # SecurityTradingStatus 21 (Pre-open, a call) came with 4.3: 5 (Price indication).
+        enum_fallback={103: "0", 102: "2", 326: "5"}),
     "4.4": FixVersion("4.4", FIX44, "FIX44.xml"),
     "5.0SP2": FixVersion("5.0SP2", FIXT11, "FIX50SP2.xml", "FIXT11.xml", APPL_VER_ID_50SP2,
                          trd_match_id=True, received_as_fix44=True,
                          # MarketDataSnapshotFullRefresh requires LastUpdateTime (779); an
                          # OrderMassCancelReport, MassActionReportID (1369): its OrderID (37).
-                         required_added={"W": {779: "now"}, "r": {1369: "tag:37"}}),
+                         required_added={"W": {779: "now"}, "r": {1369: "tag:37"}},
+                         triggered_exec_type="L"),
 }
 BY_BEGIN_STRING: dict[str, FixVersion] = {v.begin_string: v for v in VERSIONS.values()}
 DEFAULT = VERSIONS["4.4"]

@@ -81,6 +81,28 @@ def untold_key(gateway_id: str, session: str) -> str:
     return f"{PREFIX}:{{gw-{gateway_id}}}:untold:{session}"
 
 
+# AdminCommand: every service that acts on operator commands reads all of it (XREAD, no group).
+ADMIN_STREAM = f"{PREFIX}:admin"
+# A set: the CompIDs the operator killed (fixlab admin kill), kept until unkill (and across restarts).
+KILLED_KEY = f"{PREFIX}:killed"
+
+
+def admin_answers_stream(req_id: str) -> str:
+    """The answers (AdminAnswer) to one operator command, read by the ``fixlab admin`` that sent it."""
+    return f"{PREFIX}:admin:answers:{req_id}"
+
+
+def dropcopy_stream(firm: str) -> str:
+    """Every ExecutionReport (CopiedReport) of a firm's sessions, in the order told, for its drop copy
+    sessions (any gateway writes, the one holding the drop copy session reads)."""
+    return f"{PREFIX}:{{dropcopy-{firm}}}:reports"
+
+
+def dropcopy_told_key(firm: str, comp_id: str) -> str:
+    """The last entry of ``dropcopy_stream(firm)`` one drop copy session was sent (its cursor)."""
+    return f"{PREFIX}:{{dropcopy-{firm}}}:told:{comp_id}"
+
+
 def health_key(service: str, instance: str) -> str:
     """A service instance's heartbeat and counters (a hash with a TTL)."""
     return f"{PREFIX}:health:{service}:{instance}"

@@ -102,7 +102,9 @@ def test_replace(stack: Stack) -> None:
     ({38: 1001}, "13", "quantity"),  # matcher: 1..1000 units
     ({55: "ELM.LAB"}, "1", "unknown symbol"),  # gateway
     ({44: "100.001"}, "99", "ticks"),  # gateway
-    ({40: 1}, "99", "only limit orders"),  # gateway
+    ({40: "P"}, "99", "OrdType 40=P is not accepted"),  # gateway: pegged
+    ({40: 3}, "99", "no meaning on a stop order"),  # gateway: a stop has StopPx (99), not Price
+    ({40: 4}, "99", "needs a StopPx (99)"),  # gateway
     ({59: 6}, "99", "TimeInForce"),  # gateway: GTD (6) is not offered
     ({38: -5}, "13", "OrderQty 38=-5"),  # gateway
 ])

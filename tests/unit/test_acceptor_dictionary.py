@@ -17,6 +17,7 @@ from services.gateway.marketdata import MarketData, reject
 from services.gateway.outbound import Outbound
 from services.gateway.securities import SecurityLists
 from services.gateway.server import acceptor_types
+from services.gateway.status import TradingStatus
 from shared.config import Instrument
 from shared.fix.codec import split_fields
 from shared.fix.dictionary import (
@@ -37,6 +38,7 @@ from shared.schema import (
     Rejected,
     Replaced,
     StatusReport,
+    Triggered,
 )
 
 ACORN = Instrument("ACORN.LAB", 10_000, Decimal("0.01"))
@@ -123,6 +125,13 @@ def written_bodies() -> list[str]:
     md.apply_update("ACORN.LAB", [(1, 9_950, 0, 0), (2, 10_040, 3, 1)])
     md.apply_trade("ACORN.LAB", 10_050, 2)
     bodies += [body for _session, body in md.flush()]
+    # Issue 31: a stop's reports (40/99, Restated when triggered), trading status (f, h).
+    bodies += [out.report(Triggered("C1", "s1", "8", "ACORN.LAB", 2, 0, 5, 3, 9_850, "E6", TS)),
+               out.report(Accepted("C1", "s2", "9", "ACORN.LAB", 1, 10_100, 5, 0, "E7", TS, 4, 10_050))]
+    status = TradingStatus([ACORN, BIRCH])
+    bodies += [b for _s, b in status.request("C1", "e", {"324": "ss1", "263": "1"}, TS)]
+    bodies += [b for _s, b in status.request("C1", "g", {"335": "ts1", "263": "1"}, TS)]
+    bodies += [b for _s, b in status.phase_changed("ACORN.LAB", 4, 2, "halt", TS)]
     bodies += [reject("md9", "0", "unknown symbol NOPE"),
                "35=j\x0145=2\x01372=R\x01380=3\x0158=Unsupported Message Type\x01"]  # QuickFIX's
     return bodies

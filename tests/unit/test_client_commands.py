@@ -33,7 +33,7 @@ def test_order_verbs_and_session_verbs() -> None:
 
 @pytest.mark.parametrize(("line", "says"), [
     ("bogus", "unknown command 'bogus'"),
-    ("buy ACORN.LAB 99.90", "usage: buy SYMBOL PRICE QTY"),
+    ("buy ACORN.LAB 99.90", "usage: buy SYMBOL [mkt|stop STOP|stoplimit STOP] PRICE QTY"),
     ("buy ACORN.LAB abc 10", "price 'abc' is not a number"),
     ("buy ACORN.LAB -1 10", "not a positive number"),
     ("sell ACORN.LAB 1 ten", "quantity 'ten' is not a whole number"),
@@ -55,3 +55,36 @@ def test_help_lists_every_verb() -> None:
     lines = help_text()
     assert len(lines) == len(HELP)
     assert all(any(line.startswith(verb) for line in lines) for verb in HELP)
+
+
+def test_market_stop_and_stop_limit_orders_and_the_auction_tifs() -> None:
+    from shared.fix.orders import LabOrders
+    from shared.schema import AT_CLOSE, AT_OPEN, LabCommand
+
+    mkt = parse("buy ACORN.LAB mkt 10")
+    stop = parse("sell acorn.lab stop 98.50 10 gtc")
+    stop_limit = parse("buy ACORN.LAB stoplimit 101.00 101.50 5 opg")
+    assert mkt is not None and stop is not None and stop_limit is not None
+    assert (mkt.kind, mkt.price, mkt.stop, mkt.qty) == ("mkt", "", "", 10)
+    assert (stop.kind, stop.symbol, stop.price, stop.stop, stop.qty, stop.tif) == ("stop", "ACORN.LAB", "",
+                                                                                  "98.50", 10, 1)
+    assert (stop_limit.kind, stop_limit.stop, stop_limit.price, stop_limit.qty, stop_limit.tif) == (
+        "stoplimit", "101.00", "101.50", 5, AT_OPEN)
+    assert parse("buy ACORN.LAB 100.00 5 atc").tif == AT_CLOSE  # type: ignore[union-attr]
+    for bad in ("buy ACORN.LAB mkt", "sell ACORN.LAB stop 10", "buy ACORN.LAB stoplimit 101 5",
+                "buy ACORN.LAB stop x 5"):
+        with pytest.raises(CommandError):
+            parse(bad)
+    # What goes on the wire: 40 and 99 as each type needs, no 44 where there is no price.
+    orders = LabOrders("t")
+    terms = []
+    for value, price in (("mkt", ""), ("stop:98.50", ""), ("stoplimit:101.00", "101.50")):
+        _t, fields = orders.new_order(LabCommand("", "order", symbol="ACORN.LAB", side=1, price=price, qty=5,
+                                                 value=value), 0)
+        terms.append([(tag, v) for tag, v in fields if tag in (40, 44, 99)])
+    assert terms == [[(40, "1")], [(40, "3"), (99, "98.50")], [(40, "4"), (44, "101.50"), (99, "101.00")]]
+
+
+def test_status_of_a_symbol_is_a_security_status_request() -> None:
+    assert parse("status acorn.lab") == Command("status", symbol="ACORN.LAB")
+    assert parse("status 3") == Command("status", ref="3")

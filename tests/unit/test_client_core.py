@@ -177,3 +177,16 @@ def test_wrap_keeps_every_character_and_the_width() -> None:
         assert " ".join(" ".join(rows).split()) == " ".join(text.split())
     assert wrap("x" * 50, 20) == ["x" * 20, INDENT + "x" * 12, INDENT + "x" * 12, INDENT + "x" * 6]
     assert wrap("", 20) == [""]
+
+
+def test_the_new_order_types_and_status_of_a_symbol_on_the_wire(client: tuple[Client, FakeSession]) -> None:
+    c, fake = client
+    run(c, "buy ACORN.LAB mkt 10")
+    run(c, "sell ACORN.LAB stop 98.50 10")
+    run(c, "buy ACORN.LAB stoplimit 101.00 101.50 5")
+    sent = [dict(m) for m in fake.sent]
+    assert [(m[40], m.get(44), m.get(99)) for m in sent] == [("1", None, None), ("3", None, "98.50"),
+                                                            ("4", "101.50", "101.00")]
+    run(c, "status ACORN.LAB")
+    status = dict(fake.sent[-1])
+    assert (status[35], status[55], status[263]) == ("e", "ACORN.LAB", 1)
