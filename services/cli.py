@@ -5,6 +5,7 @@
     fixlab scenario FILE...             play scenarios (python -m services.client.scenario)
     fixlab certify --comp CERT01        certify a FIX client (python -m services.client.certify)
     fixlab admin kill COMPID ...        the operator's commands, with its token (python -m services.admin)
+    fixlab passwd COMPID                set a CompID's logon password (python -m shared.credentials)
 
 A subcommand that belongs to a service runs that service's module as ``python -m`` would (``runpy``),
 named by a string as the runner names the services it starts: this module imports no service
@@ -24,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "scenario": ("services.client.scenario", "play scenario files against the exchange (docs/scenarios.md)"),
     "certify": ("services.client.certify", "certify a FIX client: the exchange plays a script at it"),
     "admin": ("services.admin", "the operator's commands (kill, unkill, ...): needs the operator's token"),
+    "passwd": ("shared.credentials", "set a logon password in $FIXLAB_CREDENTIALS (prompted or stdin)"),
 }
 
 
