@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from shared import compids
 
@@ -225,16 +226,15 @@ class Lockout:
         return self.locked(now, *keys)
 
 
-def read_password(stdin: object = None) -> str:
+def read_password(stdin: TextIO | None = None) -> str:
     """A prompt (twice, on a terminal) or one line of stdin."""
     stream = sys.stdin if stdin is None else stdin
-    if getattr(stream, "isatty", lambda: False)():
+    if stream.isatty():
         first = getpass.getpass("password: ")
         if getpass.getpass("again: ") != first:
             raise CredentialsError("the two passwords differ")
         return first
-    line: str = stream.readline()  # type: ignore[attr-defined]
-    return line.rstrip("\r\n")
+    return stream.readline().rstrip("\r\n")
 
 
 def main(argv: list[str] | None = None) -> int:

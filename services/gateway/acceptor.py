@@ -18,6 +18,7 @@ from services.gateway.direct import DirectIntake
 from services.gateway.guard import Guard
 from services.gateway.handoff import Handoff
 from services.gateway.inbound import HANDLED_TYPES, Inbound, Refusal
+from services.gateway.logon import REFUSED, LogonGate
 from services.gateway.mdfeed import MarketFeed
 from services.gateway.securities import SECURITY_LIST_REQUEST, SecurityLists
 from services.gateway.silence import SilenceWatchdog
@@ -139,8 +140,10 @@ class GatewayApp(fix.Application):
                  version_types: Mapping[str, Container[str]] | None = None,
                  appl_ver_ids: Mapping[str, str] | None = None,
                  market_data: MarketFeed | None = None,
-                 send_groups: Callable[[str, str], bool] | None = None) -> None:
+                 send_groups: Callable[[str, str], bool] | None = None,
+                 logon_gate: LogonGate | None = None) -> None:
         super().__init__()
+        self.logon_gate = logon_gate  # passwords at Logon (services/gateway/logon.py); None: none asked
         # Sends a body with repeating groups (a SecurityList) parsed with the acceptor's dictionary
         # (mdfeed.GroupSender); None: SecurityListRequest is answered as unsupported.
         self.send_groups = send_groups
@@ -225,6 +228,8 @@ class GatewayApp(fix.Application):
         return self.version_types.get(sid.getBeginString().getValue(), self.fix44_types)
 
     def fromAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
+        if self.logon_gate is not None:
+            self._check_password(message, sid, self.logon_gate)  # raises RejectLogon
         if self.appl_ver_ids:
             self._check_appl_ver_id(message, sid)  # raises RejectLogon: the engine's Logout says why
         if self.silence is None:
@@ -238,6 +243,25 @@ class GatewayApp(fix.Application):
                 self.silence.heard(comp)
         except Exception:
             self._failed("fromAdmin")
+
+    def _check_password(self, message: fix.Message, sid: fix.SessionID, gate: LogonGate) -> None:
+        """Refuse a Logon whose CompID the credentials file names without its password: 554 (and
+        553) in FIX 4.4 and FIXT.1.1, RawData 96 in FIX 4.2."""
+        try:
+            if message.getHeader().getField(35) != "A":
+                return
+            comp = sid.getTargetCompID().getValue()
+            username = message.getField(553) if message.isSetField(553) else None
+            if message.isSetField(554):
+                password: str | None = message.getField(554)
+            else:
+                password = message.getField(96) if message.isSetField(96) else None
+            reason = gate.check(comp, username, password)
+        except Exception:
+            self._failed("fromAdmin")
+            reason = REFUSED  # a Logon we cannot read is not let in
+        if reason is not None:
+            raise fix.RejectLogon(reason)
 
     def _check_appl_ver_id(self, message: fix.Message, sid: fix.SessionID) -> None:
         """Refuse a FIXT.1.1 Logon with another DefaultApplVerID than the one this exchange speaks

@@ -24,6 +24,7 @@ from services.gateway.killswitch import KillSwitch
 from services.gateway.lab import LabManager
 from services.gateway.lab.session import SetStp
 from services.gateway.lasttrade import LastTrades
+from services.gateway.logon import LogonGate
 from services.gateway.mdfeed import GroupSender, MarketFeed
 from services.gateway.outbound import Outbound
 from services.gateway.phasedriver import PhaseDriver
@@ -47,6 +48,8 @@ from services.gateway.untold import Untold
 from shared.bus import connect
 from shared.clock import now_ns
 from shared.config import ConfigError
+from shared.credentials import CredentialsError, Lockout
+from shared.credentials import from_env as credentials_from_env
 from shared.fix.dictionary import (
     EXCHANGE_MESSAGES,
     READ_GROUPS,
@@ -199,6 +202,11 @@ class Gateway:
                                              self.registry.profile),
                                  interval_s=settings.md_interval_s,
                                  max_trades=settings.md_max_trades, maxlen=common.stream_maxlen)
+        try:  # FIXLAB_CREDENTIALS: the CompIDs it names log on with their password (logon.py)
+            creds = credentials_from_env()
+            gate = LogonGate(creds, Lockout.from_env()) if creds is not None else None
+        except CredentialsError as exc:
+            raise ConfigError(str(exc)) from None
         self.app = GatewayApp(self.inbound, self.handoff, self.registry, self.counters,
                               silence=self.silence, cancel_on_disconnect=self.cancel_on_disconnect,
                               direct=self.direct, fix44_types=frozenset(exchange.messages),
@@ -208,7 +216,8 @@ class Gateway:
                               market_data=self.market,
                               # Its own dictionary copy: the market-data thread parses with the other.
                               send_groups=GroupSender(self.registry.get, self.acceptor_dictionary,
-                                                      group_dictionaries, self.registry.profile))
+                                                      group_dictionaries, self.registry.profile),
+                              logon_gate=gate)
         self.end_of_day = EndOfDayClock(settings.end_of_day, self.handoff.send_command)
         self.phases = (None if settings.schedule is None
                        else PhaseDriver(settings.schedule, self.handoff.send_command))

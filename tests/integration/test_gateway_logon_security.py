@@ -1,0 +1,91 @@
+"""Passwords at Logon (FIXLAB_CREDENTIALS): stock clients of each version log on with theirs; a wrong
+password gets a generic Logout and, repeated, a lockout; the gateway goes on serving other sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import quickfix as fix
+
+from services.gateway.logon import LOCKED, REFUSED
+from shared import credentials
+from tests.gateway_stack import FixClient, Stack, gateway_stack
+from tests.stock_client import StockClient, stock_sessions
+
+pytestmark = pytest.mark.integration
+
+PASSWORDS = {"CLIENT01": "one-secret", "CLIENT42-01": "four-two", "CLIENT50-01": "five-oh",
+             "CLIENT03": "three", "CLIENT05": "five"}
+
+
+class PasswordClient(StockClient):
+    """A stock client that puts its password on its Logon: 553/554, or RawData 96 in FIX 4.2."""
+
+    def toAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        if msg.getHeader().getField(35) == "A":
+            comp = sid.getSenderCompID().getValue()
+            password = PASSWORDS[comp]
+            if sid.getBeginString().getValue() == "FIX.4.2":
+                msg.setField(fix.RawDataLength(len(password)))
+                msg.setField(fix.RawData(password))
+            else:
+                msg.setField(fix.Username(comp))
+                msg.setField(fix.Password(password))
+        super().toAdmin(msg, sid)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    path = tmp_path_factory.mktemp("creds") / "credentials"
+    for comp, password in PASSWORDS.items():
+        credentials.set_password(path, comp, password)
+    env = {"FIXLAB_CREDENTIALS": str(path), "FIXLAB_LOCKOUT_FAILURES": "3",
+           "FIXLAB_LOCKOUT_WINDOW": "120", "FIXLAB_LOCKOUT_SECONDS": "600"}
+    with gateway_stack(None, matcher=False, env=env) as s:
+        yield s
+
+
+def refusal(port: int, comp: str, logon: list[tuple[int, object]], begin: str = "FIX.4.4") -> str:
+    """The Text (58) of the Logout a Logon of ``comp`` gets; the connection closes after it."""
+    with FixClient(port, comp, logon=False, begin=begin) as c:
+        c.send("A", [(98, 0), (108, 30), (141, "Y"), *logon])
+        logout = c.expect("5")
+        assert c.closed()
+        assert not any(m.get(35) == "A" for m in c.received)
+        text = logout.get(58, "")
+        # QuickFIX puts "Rejected Logon Attempt: " before the reason the acceptor gave
+        return text.removeprefix("Rejected Logon Attempt: ")
+
+
+def test_stock_clients_of_each_version_log_on_with_passwords(stack: Stack, tmp_path: Path) -> None:
+    comps = ["CLIENT01", "CLIENT42-01", "CLIENT50-01"]
+    with stock_sessions(tmp_path, stack.fix_port, comps, app=PasswordClient,
+                        fix_version=["4.4", "4.2", "5.0SP2"]) as sessions:
+        for s in sessions:
+            assert s.client.session_rejects() == []
+            assert not s.client.errors
+
+
+@pytest.mark.parametrize(("comp", "logon", "begin"), [
+    ("CLIENT01", [(553, "CLIENT01"), (554, "wrong")], "FIX.4.4"),
+    ("CLIENT01", [], "FIX.4.4"),                                         # no password at all
+    ("CLIENT05", [(553, "CLIENT02"), (554, "five")], "FIX.4.4"),  # someone else's Username
+    ("CLIENT42-01", [(95, 5), (96, "wrong")], "FIX.4.2"),
+])
+def test_bad_credentials_get_one_generic_logout(stack: Stack, comp: str, logon: list[tuple[int, object]],
+                                                begin: str) -> None:
+    assert refusal(stack.fix_port, comp, logon, begin) == REFUSED
+
+
+def test_wrong_passwords_until_lockout_then_even_the_right_one_is_refused(stack: Stack) -> None:
+    for _ in range(3):
+        assert refusal(stack.fix_port, "CLIENT03", [(554, "guess")]) in (REFUSED, LOCKED)
+    assert refusal(stack.fix_port, "CLIENT03", [(554, "three")]) == LOCKED
+    # The gateway goes on serving: a CompID the file does not name logs on as before, and trades.
+    with FixClient(stack.fix_port, "CLIENT02") as c:
+        c.send("D", {11: "after-lockout", 21: 1, 55: "ACORN.LAB", 54: 1, 38: 10, 40: 2, 44: "100.00",
+                     60: "20260101-00:00:00"})
+    with FixClient(stack.fix_port, "CLIENT01", logon_extra=[(554, "one-secret")]):
+        pass

@@ -1,0 +1,45 @@
+"""services.gateway.logon: the Logon gate's decisions, with a clock the test moves."""
+
+from __future__ import annotations
+
+from services.gateway.logon import LOCKED, REFUSED, LogonGate
+from shared.credentials import Credentials, Hashed, Lockout, hash_password
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def gate(clock: Clock) -> LogonGate:
+    creds = Credentials({"CLIENT01": Hashed.parse(hash_password("pw"))})
+    return LogonGate(creds, Lockout(failures=2, window=10.0, duration=30.0), clock)
+
+
+def test_named_comp_id_needs_its_password_and_its_own_username() -> None:
+    g = gate(Clock())
+    assert g.check("CLIENT01", None, "pw") is None
+    assert g.check("CLIENT01", "CLIENT01", "pw") is None
+    assert g.check("CLIENT01", "", "pw") is None
+    assert g.check("CLIENT01", "CLIENT02", "pw") == REFUSED
+    assert g.check("CLIENT01", None, None) == REFUSED
+
+
+def test_comp_id_not_in_the_file_logs_on_as_before() -> None:
+    assert gate(Clock()).check("CLIENT02", None, None) is None
+
+
+def test_lockout_refuses_the_right_password_until_it_expires() -> None:
+    clock = Clock()
+    g = gate(clock)
+    assert g.check("CLIENT01", None, "x") == REFUSED
+    clock.now = 1.0
+    assert g.check("CLIENT01", None, "y") == REFUSED
+    clock.now = 2.0
+    assert g.check("CLIENT01", None, "pw") == LOCKED
+    assert g.check("CLIENT02", None, None) is None  # others are not locked out
+    clock.now = 40.0
+    assert g.check("CLIENT01", None, "pw") is None
