@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -99,6 +100,27 @@ class GatewaySettings:
         return self.run_dir / "gateway" / self.gateway_id / "log"
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address the acceptor binds) is reached only from this machine."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def check_exposure(env: Mapping[str, str], fix_host: str) -> None:
+    """Refuse to listen beyond loopback without a credentials file (docs/security.md), unless
+    FIXLAB_ALLOW_OPEN=1 says something else guards the port (compose: the container's 0.0.0.0 is
+    published on the host's loopback only)."""
+    if is_loopback(fix_host) or env_opt_str(env, ENV_PREFIX + "CREDENTIALS"):
+        return
+    if env_bool(env, ENV_PREFIX + "ALLOW_OPEN", False):
+        return
+    raise ConfigError(f"FIXLAB_FIX_HOST={fix_host} listens beyond loopback without passwords: make a "
+                      "credentials file with `FIXLAB_CREDENTIALS=creds fixlab passwd CLIENT01` and start "
+                      "with FIXLAB_CREDENTIALS=creds (docs/security.md), or set FIXLAB_ALLOW_OPEN=1")
+
+
 def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
     """Read and check the gateway's settings; raise ConfigError with one clear line."""
     env = os.environ if env is None else env
@@ -125,10 +147,12 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
     gateway_index = env_int(env, ENV_PREFIX + "GATEWAY_INDEX", 1, lo=1)
     if gateway_index > gateways:
         raise ConfigError(f"FIXLAB_GATEWAY_INDEX={gateway_index} is above FIXLAB_GATEWAYS={gateways}")
+    fix_host = env_str(env, ENV_PREFIX + "FIX_HOST", "127.0.0.1")
+    check_exposure(env, fix_host)
     return GatewaySettings(
         common=common,
         gateway_id=gateway_id,
-        fix_host=env_str(env, ENV_PREFIX + "FIX_HOST", "0.0.0.0"),
+        fix_host=fix_host,
         fix_port=env_int(env, ENV_PREFIX + "FIX_PORT", 9878, lo=1, hi=65535),
         sessions_file=sessions_file,
         labs=env_bool(env, ENV_PREFIX + "LABS", True),

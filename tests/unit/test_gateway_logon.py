@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from services.gateway.config import check_exposure, gateway_settings
 from services.gateway.logon import LOCKED, REFUSED, LogonGate
+from shared.config import ConfigError
 from shared.credentials import Credentials, Hashed, Lockout, hash_password
 
 
@@ -43,3 +47,21 @@ def test_lockout_refuses_the_right_password_until_it_expires() -> None:
     assert g.check("CLIENT02", None, None) is None  # others are not locked out
     clock.now = 40.0
     assert g.check("CLIENT01", None, "pw") is None
+
+
+def test_listening_beyond_loopback_needs_a_credentials_file_or_allow_open() -> None:
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        check_exposure({}, host)
+    with pytest.raises(ConfigError, match="fixlab passwd"):
+        check_exposure({}, "0.0.0.0")
+    with pytest.raises(ConfigError, match="FIXLAB_CREDENTIALS"):
+        check_exposure({"FIXLAB_ALLOW_OPEN": "0"}, "192.0.2.7")
+    check_exposure({"FIXLAB_CREDENTIALS": "/some/file"}, "0.0.0.0")
+    check_exposure({"FIXLAB_ALLOW_OPEN": "1"}, "0.0.0.0")
+
+
+def test_the_acceptor_listens_on_loopback_by_default() -> None:
+    env = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+    assert gateway_settings(env).fix_host == "127.0.0.1"
+    with pytest.raises(ConfigError, match="beyond loopback"):
+        gateway_settings({**env, "FIXLAB_FIX_HOST": "0.0.0.0"})
