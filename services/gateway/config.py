@@ -47,6 +47,8 @@ class GatewaySettings:
     # Log out a session that leaves a TestRequest unanswered this many HeartBtInts after it
     # (0: off, QuickFIX's own behaviour, closing the connection at 2.4 x HeartBtInt).
     silent_logout: float = 0.8
+    # The peers LAB/BOT/BENCH/CERT CompIDs log on from (FIXLAB_OWN_ADDRESSES; empty: any).
+    own_addresses: tuple[str, ...] = ("127.0.0.1",)
     # How often the intake publisher reports its progress to the acceptor (which then forgets the
     # records that are on the bus); tests lengthen it to make a publisher die with reports owed.
     publisher_report_s: float = 0.1
@@ -108,6 +110,18 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def own_addresses(env: Mapping[str, str]) -> tuple[str, ...]:
+    """FIXLAB_OWN_ADDRESSES: comma-separated IP addresses, 127.0.0.1 by default, "" for any."""
+    raw = env.get(ENV_PREFIX + "OWN_ADDRESSES", "127.0.0.1")
+    items = tuple(item.strip() for item in raw.split(",") if item.strip())
+    for item in items:
+        try:
+            ipaddress.ip_address(item)
+        except ValueError:
+            raise ConfigError(f"FIXLAB_OWN_ADDRESSES item {item!r} is not an IP address") from None
+    return items
+
+
 def check_exposure(env: Mapping[str, str], fix_host: str) -> None:
     """Refuse to listen beyond loopback without a credentials file (docs/security.md), unless
     FIXLAB_ALLOW_OPEN=1 says something else guards the port (compose: the container's 0.0.0.0 is
@@ -153,6 +167,7 @@ def gateway_settings(env: Mapping[str, str] | None = None) -> GatewaySettings:
         common=common,
         gateway_id=gateway_id,
         fix_host=fix_host,
+        own_addresses=own_addresses(env),
         fix_port=env_int(env, ENV_PREFIX + "FIX_PORT", 9878, lo=1, hi=65535),
         sessions_file=sessions_file,
         labs=env_bool(env, ENV_PREFIX + "LABS", True),

@@ -164,7 +164,8 @@ class Gateway:
         self.settings_path.write_text(settings_text(
             specs, port=settings.fix_port, host=settings.fix_host,
             data_dictionary=self.acceptor_dictionary, store_dir=store_dir,
-            version_settings={begin: v.settings for begin, v in self.versions.items()}))
+            version_settings={begin: v.settings for begin, v in self.versions.items()},
+            own_addresses=settings.own_addresses))
         # Exec ids of the gateway's own refusals must not repeat across restarts.
         prefix = f"{settings.gateway_id}-{int(time.time() * 1000):x}"
         self.inbound = Inbound(common.instruments, settings.gateway_id, prefix)  # the acceptor's "busy"

@@ -306,11 +306,18 @@ def check_unique(specs: Sequence[SessionSpec]) -> None:
         seen.add(spec.target)
 
 
+# The exchange's own CompIDs: the page's LAB sessions, its bots, the bench and certification.
+OWN_PREFIXES = ("LAB", "BOT", "BENCH", "CERT")
+
+
 def settings_text(specs: Iterable[SessionSpec], *, port: int, host: str, data_dictionary: Path,
                   store_dir: Path | None = None,
-                  version_settings: Mapping[str, Mapping[str, str]] | None = None) -> str:
+                  version_settings: Mapping[str, Mapping[str, str]] | None = None,
+                  own_addresses: tuple[str, ...] = ()) -> str:
     """A whole QuickFIX acceptor settings file for ``specs``; ``version_settings``: per BeginString
-    other than FIX.4.4's, the settings each of its sessions gets (its dictionaries)."""
+    other than FIX.4.4's, the settings each of its sessions gets (its dictionaries);
+    ``own_addresses``: the only peers the exchange's own CompIDs (LAB, BOT, BENCH, CERT) may log on
+    from (QuickFIX's AllowedRemoteAddresses; none: any)."""
     per_version = version_settings or {}
     lines = [
         "[DEFAULT]",
@@ -333,6 +340,9 @@ def settings_text(specs: Iterable[SessionSpec], *, port: int, host: str, data_di
         lines += ["", "[SESSION]", f"BeginString={spec.begin}", f"SenderCompID={spec.sender}",
                   f"TargetCompID={spec.target}"]
         lines += [f"{k}={v}" for k, v in spec.options.items()]
+        ours = spec.target.startswith(OWN_PREFIXES) and "AllowedRemoteAddresses" not in spec.options
+        if own_addresses and ours:
+            lines.append("AllowedRemoteAddresses=" + ",".join(own_addresses))
         if spec.begin != BEGIN_STRING:
             own = per_version.get(spec.begin)
             if own is None:

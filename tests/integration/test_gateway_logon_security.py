@@ -3,6 +3,7 @@ password gets a generic Logout and, repeated, a lockout; the gateway goes on ser
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     path = tmp_path_factory.mktemp("creds") / "credentials"
     for comp, password in PASSWORDS.items():
         credentials.set_password(path, comp, password)
-    env = {"FIXLAB_CREDENTIALS": str(path), "FIXLAB_LOCKOUT_FAILURES": "3",
+    env = {"FIXLAB_CREDENTIALS": str(path), "FIXLAB_FIX_HOST": "0.0.0.0", "FIXLAB_LOCKOUT_FAILURES": "3",
            "FIXLAB_LOCKOUT_WINDOW": "120", "FIXLAB_LOCKOUT_SECONDS": "600"}
     with gateway_stack(None, matcher=False, env=env) as s:
         yield s
@@ -89,3 +90,36 @@ def test_wrong_passwords_until_lockout_then_even_the_right_one_is_refused(stack:
                      60: "20260101-00:00:00"})
     with FixClient(stack.fix_port, "CLIENT01", logon_extra=[(554, "one-secret")]):
         pass
+
+
+def from_other_machine(port: int, comp: str) -> FixClient:
+    """A FixClient whose socket comes from 127.0.0.2 ("another machine" to the address rules)."""
+    c = FixClient(port, comp, logon=False)
+    c.sock.close()
+    c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.sock.settimeout(10)
+    c.sock.bind(("127.0.0.2", 0))
+    c.sock.connect(("127.0.0.1", port))
+    return c
+
+
+@pytest.mark.parametrize("comp", ["BOT01", "BENCH001", "LAB001"])
+def test_own_comp_ids_are_refused_from_another_address(stack: Stack, comp: str) -> None:
+    # QuickFIX 1.16's SocketAcceptor checks AllowedRemoteAddresses right after it processed the
+    # Logon (docs/security.md): the peer may see the Logon answered, then the connection closes
+    # before anything else it sent is read, so an order in the same write never trades.
+    with from_other_machine(stack.fix_port, comp) as c:
+        c.sock.sendall(c.message("A", [(98, 0), (108, 30), (141, "Y")]) + c.message(
+            "D", {11: f"intruder-{comp}", 21: 1, 55: "ACORN.LAB", 54: 1, 38: 10, 40: 2, 44: "100.00",
+                  60: "20260101-00:00:00"}, seq=2))
+        assert c.closed()
+        assert not any(m.get(35) in ("8", "j", "3") for m in c.received)
+    # From the exchange's own address the same CompID logs on.
+    with FixClient(stack.fix_port, comp):
+        pass
+
+
+def test_a_client_comp_id_may_log_on_from_another_address(stack: Stack) -> None:
+    with from_other_machine(stack.fix_port, "CLIENT01") as c:
+        c.send("A", [(98, 0), (108, 30), (141, "Y"), (554, "one-secret")])
+        c.expect("A")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from services.gateway.config import check_exposure, gateway_settings
+from services.gateway.config import check_exposure, gateway_settings, own_addresses
 from services.gateway.logon import LOCKED, REFUSED, LogonGate
+from services.gateway.sessions import load_sessions, settings_text
+from shared.compids import gateway_comp_ids
 from shared.config import ConfigError
 from shared.credentials import Credentials, Hashed, Lockout, hash_password
 
@@ -65,3 +69,23 @@ def test_the_acceptor_listens_on_loopback_by_default() -> None:
     assert gateway_settings(env).fix_host == "127.0.0.1"
     with pytest.raises(ConfigError, match="beyond loopback"):
         gateway_settings({**env, "FIXLAB_FIX_HOST": "0.0.0.0"})
+
+
+def test_own_comp_ids_get_allowed_remote_addresses_clients_do_not() -> None:
+    specs = [s for s in load_sessions(None, gateway_comp_ids(1, 1)) if s.begin == "FIX.4.4"]
+    text = settings_text(specs, port=1, host="0.0.0.0", data_dictionary=Path("FIX44.xml"),
+                         own_addresses=("127.0.0.1", "10.0.0.5"))
+    sections = {sec.split("TargetCompID=")[1].split("\n")[0]: sec for sec in text.split("[SESSION]")[1:]}
+    for comp in ("BOT01", "BENCH001", "LAB001"):
+        assert "AllowedRemoteAddresses=127.0.0.1,10.0.0.5" in sections[comp]
+    assert "AllowedRemoteAddresses" not in sections["CLIENT01"]
+    assert "AllowedRemoteAddresses" not in settings_text(specs, port=1, host="0.0.0.0",
+                                                         data_dictionary=Path("FIX44.xml"))
+
+
+def test_own_addresses_setting() -> None:
+    assert own_addresses({}) == ("127.0.0.1",)
+    assert own_addresses({"FIXLAB_OWN_ADDRESSES": ""}) == ()
+    assert own_addresses({"FIXLAB_OWN_ADDRESSES": "127.0.0.1, ::1"}) == ("127.0.0.1", "::1")
+    with pytest.raises(ConfigError, match="not an IP"):
+        own_addresses({"FIXLAB_OWN_ADDRESSES": "gateway"})
