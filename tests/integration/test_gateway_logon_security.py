@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 import quickfix as fix
+import redis
 
 from services.gateway.logon import LOCKED, REFUSED
 from shared import credentials
 from tests.gateway_stack import FixClient, Stack, gateway_stack
+from tests.helpers import eventually
 from tests.stock_client import StockClient, stock_sessions
 
 pytestmark = pytest.mark.integration
@@ -123,3 +125,20 @@ def test_a_client_comp_id_may_log_on_from_another_address(stack: Stack) -> None:
     with from_other_machine(stack.fix_port, "CLIENT01") as c:
         c.send("A", [(98, 0), (108, 30), (141, "Y"), (554, "one-secret")])
         c.expect("A")
+
+
+def test_nothing_of_the_refused_sessions_reached_the_bus(stack: Stack) -> None:
+    """Every stream on the bus, read whole: the order CLIENT02 sent is there (so the search can see
+    orders), and none of the orders the refused peers sent is."""
+    r = redis.Redis.from_url(stack.redis_url)
+    try:
+        def bus_holds(needle: bytes) -> bool:
+            for key in r.scan_iter(_type="stream"):
+                for _id, entry in r.xrange(key) or []:
+                    if any(needle in bytes(value) for value in (entry or {}).values()):
+                        return True
+            return False
+        eventually(lambda: bus_holds(b"after-lockout"), timeout=10, what="CLIENT02's order on the bus")
+        assert not bus_holds(b"intruder-")
+    finally:
+        r.close()
