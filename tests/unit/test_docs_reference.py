@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tools.docs import settings
+from services.cli import SUBCOMMANDS
+from tools.docs import commands, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 QUOTED = re.compile(r"[\"'](FIXLAB_[A-Z0-9_]*[A-Z0-9]|REDIS_URL)[\"']")
@@ -45,3 +46,11 @@ def test_reference_page_has_a_row_per_setting() -> None:
     page = settings.markdown()
     for s in settings.settings():
         assert f"| `{s.name}` |" in page
+
+
+def test_commands_reference_has_every_subcommand_and_its_options() -> None:
+    page = commands.markdown()
+    for name in SUBCOMMANDS:
+        assert f"## fixlab {name}" in page
+        assert f"usage: fixlab {name}" in page
+    assert "--fix-version" in page  # fixlab client's parser, as argparse prints it

@@ -10,9 +10,10 @@ from mkdocs.structure.files import File, Files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `mkdocs` run as a script: the repo root
 
-from tools.docs import settings
+from tools.docs import commands, settings
 
 
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/settings.md", content=settings.markdown()))
+    files.append(File.generated(config, "reference/commands.md", content=commands.markdown()))
     return files
