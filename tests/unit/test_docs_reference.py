@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from services.cli import SUBCOMMANDS
-from tools.docs import commands, settings
+from tools.docs import commands, messages, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 QUOTED = re.compile(r"[\"'](FIXLAB_[A-Z0-9_]*[A-Z0-9]|REDIS_URL)[\"']")
@@ -54,3 +54,16 @@ def test_commands_reference_has_every_subcommand_and_its_options() -> None:
         assert f"## fixlab {name}" in page
         assert f"usage: fixlab {name}" in page
     assert "--fix-version" in page  # fixlab client's parser, as argparse prints it
+
+
+def test_messages_reference_lists_every_exchange_message_per_version() -> None:
+    from shared.fix.dictionary import EXCHANGE_MESSAGES, load_version
+    from shared.fix.versions import VERSIONS
+
+    page = messages.markdown()
+    for name in VERSIONS:
+        section = page.split(f"## FIX {name} ")[1].split("\n## FIX ")[0]
+        d = load_version(name)
+        for msg_type in EXCHANGE_MESSAGES & d.messages.keys():
+            assert f"| `{msg_type}` | {d.messages[msg_type].name} |" in section, (name, msg_type)
+    assert "ClOrdID (11)" in page
