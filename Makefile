@@ -7,7 +7,7 @@ CODEC_SAMPLES ?= 50000
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 APT := $(shell command -v apt-get 2>/dev/null)
 
-.PHONY: install system-deps browser docker-engine compose-up compose-up-cluster run run-cluster test test-fast bench chaos lint clean
+.PHONY: install system-deps browser docker-engine compose-up compose-up-cluster run run-cluster test test-fast bench chaos lint docs clean
 
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
@@ -92,6 +92,11 @@ bench: install
 # orders (docs/RELIABILITY.md). `make test` runs it shortened (tests/e2e/test_chaos.py).
 chaos: install
 	@$(BIN)/python -m benchmarks.chaos
+
+DOCS_PORT ?= 8000
+docs: install
+	@echo "make: the documentation site at http://127.0.0.1:$(DOCS_PORT)/ (Ctrl-C stops it)"
+	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict -a 127.0.0.1:$(DOCS_PORT)
 
 lint: install
 	@echo "make: ruff and mypy"
