@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import select
 import sys
 import threading
@@ -101,6 +102,39 @@ def connect(args: argparse.Namespace) -> Client:
     return clients[session.comp_id]
 
 
+class LineReader:
+    """stdin's lines read straight from its file descriptor into our own buffer.
+
+    ``select()`` on the descriptor and a buffered ``readline`` do not mix: two lines that arrive
+    together are both in Python's buffer after the first ``readline``, and ``select()`` then waits for
+    more input before the second is seen. Here what has been read but not yet returned is ours to see.
+    """
+
+    CHUNK = 65536
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+        self.ended = False
+
+    def line(self, timeout_s: float) -> str | None:
+        """The next line (its newline kept; the last may have none), "" at the end of input, or None
+        if no whole line came within timeout_s."""
+        if b"\n" not in self.buffer and not self.ended:
+            ready, _, _ = select.select([self.fd], [], [], timeout_s)
+            if ready:
+                chunk = os.read(self.fd, self.CHUNK)
+                self.buffer += chunk
+                self.ended = not chunk
+        cut = self.buffer.find(b"\n") + 1
+        if not cut and self.ended:
+            cut = len(self.buffer)
+        if not cut:
+            return None if not self.ended else ""
+        head, self.buffer = self.buffer[:cut], self.buffer[cut:]
+        return head.decode("utf-8", errors="replace")
+
+
 def run_plain(client: Client, stdin: TextIO, out: TextIO, err: TextIO, linger_s: float) -> int:
     """Line mode: print each decoded message as it comes; carry out each stdin line."""
     lock = threading.Lock()
@@ -114,16 +148,16 @@ def run_plain(client: Client, stdin: TextIO, out: TextIO, err: TextIO, linger_s:
         emit(f"{d.rec.n} {d.text}")
 
     session = client.session
+    reader = LineReader(stdin.fileno())
     for d in client.follow(on_decoded):  # what came before this point, then the rest as it comes
         on_decoded(d)
     while True:
         if client.lost:
             err.write(f"{PROG}: {session.text}\n")
             return 1
-        ready, _, _ = select.select([stdin], [], [], 0.1)
-        if not ready:
+        text = reader.line(0.1)
+        if text is None:
             continue
-        text = stdin.readline()
         if not text:  # end of input: let the answers to the last commands arrive
             deadline = time.monotonic() + linger_s
             while time.monotonic() < deadline and session.status != LOGGED_OUT:

@@ -3,8 +3,11 @@ each ends or answers with one clear line, a non-zero exit where it ends, nothing
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +45,43 @@ def test_plain_mode_orders_and_a_bad_command(stack: Stack) -> None:
     assert "error: unknown command 'bogus': type help for the list" in lines
     assert any(x.startswith("= client: next to send") for x in lines)
     assert done.stderr == ""
+
+
+def test_plain_mode_carries_out_two_lines_that_arrive_together(stack: Stack) -> None:
+    """Two commands in one write, stdin left open: the second is carried out without a third line
+    (select() on stdin does not see what a buffered readline already holds: it waited for more)."""
+    proc = subprocess.Popen([*CLIENT, "--port", str(stack.fix_port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        stdout = proc.stdout
+        threading.Thread(target=lambda: [lines.put(x) for x in stdout], daemon=True).start()
+
+        def wait_for(text: str, timeout_s: float) -> None:
+            deadline = time.monotonic() + timeout_s
+            while not any(text in x for x in seen):
+                left = deadline - time.monotonic()
+                assert left > 0, f"no line with {text!r} in {timeout_s} s: {seen}"
+                with contextlib.suppress(queue.Empty):
+                    seen.append(lines.get(timeout=left))
+
+        wait_for("<- Logon 35=A", 15)
+        proc.stdin.write("drop\nbuy ACORN.LAB 95.00 2\n")
+        proc.stdin.flush()
+        wait_for("-> NewOrderSingle 35=D", 10)  # the heartbeat is 30 s: nothing else would wake it
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.mark.parametrize("mode", [["--plain"], []], ids=["plain", "full-screen"])
