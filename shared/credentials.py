@@ -240,9 +240,13 @@ def read_password(stdin: TextIO | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``fixlab passwd COMPID``: set COMPID's password in the FIXLAB_CREDENTIALS file."""
     args = sys.argv[1:] if argv is None else argv
+    usage = ("usage: fixlab passwd COMPID  (the password is prompted for, or read from stdin;"
+             f" the file is ${ENV_FILE})\n")
+    if args in (["-h"], ["--help"]):
+        sys.stdout.write(usage)
+        return 0
     if len(args) != 1 or args[0].startswith("-"):
-        sys.stderr.write("usage: fixlab passwd COMPID  (the password is prompted for, or read from stdin;"
-                         f" the file is ${ENV_FILE})\n")
+        sys.stderr.write(usage)
         return 2
     value = os.environ.get(ENV_FILE, "").strip()
     if not value:
