@@ -41,7 +41,7 @@ def test_the_acceptor_validates_with_a_trimmed_copy_and_publishes_the_whole(stac
     # The session level (with XMLnonFIX, n), the orders it handles and the reports it sends; issue 14's
     # status, mass cancel, security list and market data.
     assert set(acceptor.messages) == {"0", "1", "2", "3", "4", "5", "A", "n", "D", "F", "G", "8", "9", "j",
-                                      "H", "q", "r", "x", "y", "V", "W", "X", "Y"}
+                                      "H", "q", "r", "x", "y", "V", "W", "X", "Y", "e", "f", "g", "h"}
 
 
 def test_a_message_with_groups_the_acceptor_does_not_know_gets_a_business_reject(stack: Stack) -> None:
@@ -62,7 +62,7 @@ def test_the_other_versions_validate_with_their_own_trimmed_dictionaries(stack: 
     d42 = load(str(run / "FIXLAB-4.2-acceptor.xml"))
     assert d42.begin_string == "FIX.4.2"
     assert set(d42.messages) == {"0", "1", "2", "3", "4", "5", "A", "D", "F", "G", "8", "9", "j", "H", "V",
-                                 "W", "X", "Y"}
+                                 "W", "X", "Y", "e", "f", "g", "h"}
     assert 20 in d42.bodies["8"] and 527 not in d42.bodies["8"]
     app50 = load(str(run / "FIXLAB-5.0SP2-acceptor.xml"))
     assert {"D", "8", "r", "y", "W"} <= set(app50.messages) and 880 in app50.bodies["8"]

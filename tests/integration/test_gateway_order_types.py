@@ -71,10 +71,13 @@ def test_ioc_fok_and_self_trade_prevention_reach_a_stock_client(stack: Stack, tm
         assert s.wait("8", lambda m: m.get(11) == "s-4" and m.get(150) == "F")[39] == "2"
 
         # Unsupported TimeInForce values: a rejected ExecutionReport saying what is supported.
-        for k, tif in enumerate((2, 6)):
-            ss.send("D", order(f"s-t{k}", 1, 1, "99.00", tif))
-            rej = s.wait("8", lambda m, k=k: m.get(11) == f"s-t{k}" and m.get(150) == "8")
-            assert "3 (IOC) or 4 (FOK)" in rej[58]
+        ss.send("D", order("s-t0", 1, 1, "99.00", 6))
+        rej = s.wait("8", lambda m: m.get(11) == "s-t0" and m.get(150) == "8")
+        assert "is not supported" in rej[58] and "3 (IOC), 4 (FOK) or 7 (At the Close)" in rej[58]
+        # At the Opening (59=2) is offered now, in the opening call only: refused in continuous trading.
+        ss.send("D", order("s-t1", 1, 1, "99.00", 2))
+        rej = s.wait("8", lambda m: m.get(11) == "s-t1" and m.get(150) == "8")
+        assert "opening call only" in rej[58]
         # A replace asking for IOC: OrderCancelReject.
         ss.send("D", order("s-5", 1, 1, "90.00", 1))
         s.wait("8", lambda m: m.get(11) == "s-5" and m.get(150) == "0")

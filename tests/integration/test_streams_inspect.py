@@ -106,7 +106,8 @@ def test_show_one_entry(redis_url: str, busy_bus: dict[str, list[bytes]]) -> Non
     entry = json.loads(out)
     assert entry["messages"][0] == {
         "type": "Accepted", "session": "CLIENT01", "clordid": "c0", "order_id": "O1", "symbol": "ACORN.LAB",
-        "side": 1, "price": 10000, "qty": 5, "tif": 0, "exec_id": "E1", "ts": 2}
+        "side": 1, "price": 10000, "qty": 5, "tif": 0, "exec_id": "E1", "ts": 2,
+        "ord_type": 2, "stop_px": 0}
 
 
 def test_pending_lists_a_groups_entries_on_every_stream_that_has_it(
