@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,9 +42,16 @@ class StalledPage:
     """A lab page that never reads: a 4 KiB receive buffer, one message queued at most, no compression
     (compressed pongs of near-identical pings would make its backlog a fraction of what it is owed)."""
 
-    def __init__(self, url: str, pings: int = 200_000, seconds: float = 60.0) -> None:
+    def __init__(self, url: str, pings: int = 200_000, seconds: float = 60.0, send_stall_s: int = 10) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        # A send that cannot go on for this long fails (SO_SNDTIMEO; receives are not affected): the web
+        # stopped reading this page. After it drops a page, uvicorn sends the close frame and closes its
+        # side only once its write buffer has drained, which a page that never reads never lets happen,
+        # so the connection stays open and unread: a blocking send would wait for ever (it once held the
+        # test until pytest's timeout, when the kernel buffers of a busy machine were smaller than
+        # what the web had queued to write).
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", send_stall_s, 0))
         host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
         with contextlib.ExitStack() as failed:  # the socket is closed if the page cannot log on
             failed.callback(self.sock.close)
@@ -58,8 +66,9 @@ class StalledPage:
 
     def flood(self) -> int:
         """Send pings (answered by pongs it never reads) until the web closes it, or ``pings`` were
-        sent, or ``seconds`` passed; how many. Until it is dropped: whatever the kernel buffers of
-        this machine hold, the web's queue for the page fills behind them."""
+        sent, or ``seconds`` passed, or a send could not go on for ``send_stall_s`` (the web stopped
+        reading it); how many. Until it is dropped: whatever the kernel buffers of this machine hold,
+        the web's queue for the page fills behind them."""
         deadline = time.monotonic() + self.seconds
         with contextlib.suppress(Exception):  # the web dropped it
             while self.sent < self.pings and time.monotonic() < deadline:
