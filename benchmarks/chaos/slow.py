@@ -56,6 +56,7 @@ class StalledPage:
         with contextlib.ExitStack() as failed:  # the socket is closed if the page cannot log on
             failed.callback(self.sock.close)
             self.sock.connect((host, int(port)))
+            self.ports = (self.sock.getsockname()[1], int(port))  # kept: a failed send closes the socket
             self.ws: ClientConnection = connect(url, sock=self.sock, max_queue=1, open_timeout=10,
                                                 ping_interval=None, compression=None, legacy=True)
             self.ws.send(json.dumps({"op": "logon"}))
@@ -76,9 +77,30 @@ class StalledPage:
                 self.sent += 1
         return self.sent
 
+    def held_by_web(self) -> bool:
+        """Whether the web's end of this connection is still there, open or still sending (ESTABLISHED,
+        FIN_WAIT1 or CLOSE_WAIT in /proc/net/tcp), rather than gone, TIME_WAIT or CLOSE."""
+        mine, web = self.ports
+        return any((local, remote) == (web, mine) and state in {"01", "04", "08"}
+                   for local, remote, state, _tx, _rx in tcp_table())
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.sock.close()
+
+
+def tcp_table() -> list[tuple[int, int, str, int, int]]:
+    """IPv4 TCP sockets of this machine (/proc/net/tcp): local port, remote port, state, send queue,
+    receive queue."""
+    rows: list[tuple[int, int, str, int, int]] = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            parts = line.split()
+            if len(parts) < 5:
+                continue
+            tx, rx = (int(x, 16) for x in parts[4].split(":"))
+            rows.append((int(parts[1].split(":")[1], 16), int(parts[2].split(":")[1], 16), parts[3], tx, rx))
+    return rows
 
 
 class DeafFix:
@@ -150,15 +172,11 @@ class DeafFix:
         mine = self.sock.getsockname()[1]
         peer = self.sock.getpeername()[1]
         total = 0
-        with contextlib.suppress(OSError):
-            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-                parts = line.split()
-                if len(parts) < 5 or parts[3] != "01":
-                    continue
-                local, remote = int(parts[1].split(":")[1], 16), int(parts[2].split(":")[1], 16)
-                tx, rx = (int(x, 16) for x in parts[4].split(":"))
-                if (local, remote) == (mine, peer):
-                    total += rx
-                elif (local, remote) == (peer, mine):
-                    total += tx
+        for local, remote, state, tx, rx in tcp_table():
+            if state != "01":
+                continue
+            if (local, remote) == (mine, peer):
+                total += rx
+            elif (local, remote) == (peer, mine):
+                total += tx
         return total

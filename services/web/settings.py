@@ -28,6 +28,7 @@ class WebSettings:
     start_timeout_s: float  # how long to wait for a gateway to take a LabStart
     tape_size: int  # trades kept for new pages
     market_interval_s: float  # a busy market reaches the pages at most once per this (0: every entry)
+    stall_s: int  # a connection whose peer has read nothing of what is sent to it for this long is cut
     certify: CertifySettings  # the page's certification runs (services/web/certify.py)
     origins: frozenset[str] = frozenset()  # pages of these origins may open a WebSocket, besides our own
 
@@ -53,6 +54,7 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
         start_timeout_s=env_float(env, "FIXLAB_LAB_START_TIMEOUT", 10.0, lo=0.5),
         tape_size=env_int(env, "FIXLAB_TAPE_SIZE", 50, lo=1, hi=10_000),
         market_interval_s=env_float(env, "FIXLAB_MARKET_INTERVAL", 0.1, lo=0.0, hi=5.0),
+        stall_s=env_int(env, "FIXLAB_WEB_STALL_S", 30, lo=1, hi=3600),
         certify=certify_settings(env),
         origins=_origins(env),
     )

@@ -38,6 +38,7 @@ QUEUE = 300  # the web's per-page queue, small so that a stalled page falls that
 BENCH_ORDERS = 20_000
 WEB_GROWTH_MIB = 60
 GATEWAY_GROWTH_MIB = 120
+WEB_STALL_S = 5  # the web's kernel ends a connection whose peer took nothing this long (30 s by default)
 STALL_S = 5  # the gateway cuts off a FIX peer that leaves 64 KiB unread this long (30 s by default)
 
 
@@ -49,7 +50,8 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
-    env = {"FIXLAB_WS_QUEUE": str(QUEUE), "FIXLAB_MARKET_INTERVAL": "0.02", "FIXLAB_PAGES_PER_ADDRESS": "10"}
+    env = {"FIXLAB_WS_QUEUE": str(QUEUE), "FIXLAB_WEB_STALL_S": str(WEB_STALL_S),
+           "FIXLAB_MARKET_INTERVAL": "0.02", "FIXLAB_PAGES_PER_ADDRESS": "10"}
     gw_env = {"FIXLAB_FIX_STALL_S": str(STALL_S)}
     with gateway_stack(None, labs=True, gateway_id="gwslow", env=gw_env) as stack, \
             web_process(stack.redis_url, env=env) as web:
@@ -82,6 +84,21 @@ def _slow_readers(site: Site, tmp_path: Path, closing: contextlib.ExitStack) -> 
     good.send({"op": "logon"})
     good.wait("state", lambda m: m.get("status") == "logged_on", timeout=20)
     rss0 = {"web": rss_mib(web_pid), "gateway": rss_mib(gw_pid)}
+    # The good page keeps reading from now on, while the others stall and the bench trades (market
+    # traffic for every page and subscriber).
+    stop = threading.Event()
+
+    def read_good() -> None:
+        while not stop.is_set():
+            try:
+                good.got.append(json.loads(good.ws.recv(timeout=0.2)))
+            except TimeoutError:
+                continue
+
+    reader = threading.Thread(target=read_good, daemon=True)
+    reader.start()
+    closing.callback(reader.join)
+    closing.callback(stop.set)
 
     stalled = StalledPage(site.web.ws_url)
     closing.callback(stalled.close)
@@ -98,20 +115,6 @@ def _slow_readers(site: Site, tmp_path: Path, closing: contextlib.ExitStack) -> 
     closing.callback(lagger.close)
     lagger.subscribe()
 
-    # The good page keeps reading while the bench trades (market traffic for every page and subscriber).
-    stop = threading.Event()
-
-    def read_good() -> None:
-        while not stop.is_set():
-            try:
-                good.got.append(json.loads(good.ws.recv(timeout=0.2)))
-            except TimeoutError:
-                continue
-
-    reader = threading.Thread(target=read_good, daemon=True)
-    reader.start()
-    closing.callback(reader.join)
-    closing.callback(stop.set)
     out = tmp_path / "bench.json"
     bench = subprocess.run(
         [sys.executable, "-m", "services.bench", "--addr", f"127.0.0.1:{site.stack.fix_port}", "--sessions",
@@ -126,6 +129,9 @@ def _slow_readers(site: Site, tmp_path: Path, closing: contextlib.ExitStack) -> 
     # The stalled page fell behind and was dropped; the good page still trades.
     status = eventually(lambda: (s := httpx.get(f"{site.web.url}/api/status", timeout=5).json())
                         and s["web"].get("pages_dropped", 0) >= 1 and s, 30, what="the stalled page dropped")
+    # ... and the web ended the stalled page's connection (the kernel did, FIXLAB_WEB_STALL_S after it
+    # last read anything): no socket is left held by a peer that never reads.
+    eventually(lambda: not stalled.held_by_web(), 60, what="the web's end of the stalled connection gone")
     good.got.clear()
     good.send({"op": "order", "symbol": "ACORN.LAB", "side": "buy", "price": "90.00", "qty": 1})
     good.wait("wire", lambda m: m.get("source") == "exchange" and m.get("msg_type") == "8", timeout=20)
