@@ -116,7 +116,7 @@ def test_a_call_on_the_page_from_the_operator_to_the_uncross(
 
     # Another session sells 5 at the reference; the visitor buys 5 at the market: they cross.
     seller.select_option("#o-symbol", SYMBOL)
-    seller.check("input[name=side][value=sell]")
+    seller.click("label.side-sell")
     seller.fill("#o-price", reference)
     seller.fill("#o-qty", "5")
     seller.click("#b-send")
@@ -137,7 +137,7 @@ def test_a_call_on_the_page_from_the_operator_to_the_uncross(
 
     # A stop order: a stop price field, Day or GTC only; held, its New says 40=3 and the StopPx.
     stop_px = str(inst.to_price(inst.reference_ticks * 9 // 10))
-    page.check("input[name=side][value=sell]")
+    page.click("label.side-sell")
     page.select_option("#o-type", "stop")
     expect(page.locator("#o-stop")).to_be_visible()
     assert offered(page, "#o-tif") == ["day", "gtc"]
@@ -164,6 +164,8 @@ def test_a_call_on_the_page_from_the_operator_to_the_uncross(
     expect(auction.first).to_contain_text("auction")
     expect(page.locator(".msg.exchange.app", has_text="ExecType Trade").first).to_be_visible(timeout=15_000)
     expect(page.locator("#fills")).to_contain_text("bought")
+    expect(page.locator("#orders tr", has_text="buy")).to_have_count(0)  # the market order: filled, gone
+    expect(page.locator("#orders tr", has_text="sell")).to_contain_text("New")  # the stop, still held
     assert offered(page, "#o-tif") == ["day", "gtc"]  # still a stop order in the ticket
     page.select_option("#o-type", "limit")
     assert offered(page, "#o-tif") == ["day", "gtc", "ioc", "fok"]

@@ -375,7 +375,7 @@ function renderOrders(orders) {
   for (const o of orders) {
     const tr = el("tr", o.side);
     tr.append(el("td", "mono", o.clordid), el("td", null, o.symbol), el("td", o.side, o.side),
-      el("td", "mono num", o.price || "market"), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
+      el("td", "mono num", o.price || "–"), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
     const act = el("td", "act");
     if (S.live) {
       const st = el("button", "small-btn status-btn", "status");
