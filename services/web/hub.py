@@ -30,6 +30,7 @@ from shared.streams import inspect
 log = logging.getLogger(__name__)
 MARKET_LOOKBACK = 2000  # stream entries read back at start-up to find each book's latest depth
 MARKET_READ = 2000  # stream entries per XREAD of the market feed (one per matcher batch)
+MARKET_TYPES = (Depth, Trade, PhaseChanged, Indicative)  # what the pages show of the market streams
 
 
 class PageLike(Protocol):
@@ -169,7 +170,7 @@ class Hub:
             except SchemaError as exc:
                 log.error("market stream entry does not decode: %s", exc)
                 continue
-            msgs += [m for m in batch if isinstance(m, Depth | Trade | PhaseChanged | Indicative)]
+            msgs += [m for m in batch if isinstance(m, MARKET_TYPES)]
         if self.settings.market_interval_s > 0 or not broadcast:
             kept = _latest(msgs, self.settings.tape_size)
             self.counters["market_conflated"] += len(msgs) - len(kept) if broadcast else 0
