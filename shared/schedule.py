@@ -78,6 +78,20 @@ class Schedule:
     def phases_at(self, t_ns: int) -> dict[str, int]:
         return {symbol: self.phase_at(symbol, t_ns) for symbol in self.changes}
 
+    def next_change(self, symbol: str, t_ns: int) -> tuple[float, int] | None:
+        """Seconds from ``t_ns`` to ``symbol``'s next scheduled change, and the phase it changes to;
+        None for an instrument the schedule does not name. (A day's count is in local seconds of the
+        day: across a summer-time change it is an hour out, which a countdown can bear.)"""
+        changes = self.changes.get(symbol)
+        if not changes:
+            return None
+        now = self.second_of_cycle(t_ns) + (t_ns % 1_000_000_000) / 1e9
+        for at, phase in changes:
+            if at > now:
+                return at - now, phase
+        at, phase = changes[0]  # past the last one: the cycle's first, next time round
+        return at + self.cycle_s - now, phase
+
 
 def _phase(text: str, where: str) -> int:
     phase = PHASES.get(text.lower().replace("-", "_"))

@@ -62,6 +62,31 @@ class Print:
     ns: int
 
 
+# An instrument's phase from a SecurityStatus (35=f): TradingSessionSubID (625) tells the calls apart
+# (services/gateway/status.py); FIX 4.2 has no 625, and says any call with 326=5 (Price indication).
+PHASE_BY_SESSION_SUB_ID = {"2": "Pre-open call", "3": "Continuous", "4": "Pre-close call", "5": "Closed",
+                           "9": "Halted"}
+PHASE_BY_TRADING_STATUS = {"17": "Continuous", "3": "Continuous", "2": "Halted", "18": "Closed", "21": "Call",
+                           "5": "Call", "20": "unknown symbol"}
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """An instrument's trading phase, as the exchange's last SecurityStatus told it."""
+
+    symbol: str
+    label: str
+    text: str  # Text (58): why it changed ("news pending", "schedule day")
+
+
+def phase_of(f: dict[int, str]) -> Phase:
+    """The phase a SecurityStatus (35=f), given its fields by tag, tells."""
+    status = f.get(326, "")
+    label = PHASE_BY_SESSION_SUB_ID.get(f.get(625, "")) or PHASE_BY_TRADING_STATUS.get(status) \
+        or f"SecurityTradingStatus {status or '?'}"
+    return Phase(f.get(55, ""), label, f.get(58, ""))
+
+
 def clordid_prefix(now_s: float | None = None) -> str:
     """``T<seconds, base 36>-``: ClOrdIDs of one run differ from the last run's (CLIENT sessions keep
     their orders while the exchange runs)."""
@@ -85,6 +110,7 @@ class Client:
         self.books = MdBooks(())
         self.fills: deque[Fill] = deque(maxlen=KEEP_FILLS)
         self.tape: deque[Print] = deque(maxlen=KEEP_TAPE)
+        self.phases: dict[str, Phase] = {}  # symbol -> its phase, from the SecurityStatus received
         self.messages: dict[int, Decoded] = {}
         self.on_decoded = on_decoded
         self.version = 0  # bumped on every change to orders, fills, books or tape
@@ -139,6 +165,11 @@ class Client:
             self.books.apply(p)
             self._tape(p, ns)
             self.version += 1
+        elif p.msg_type == "f":
+            phase = phase_of({x.tag: x.value for x in p.fields if x.tag is not None})
+            if phase.symbol:
+                self.phases[phase.symbol] = phase
+                self.version += 1
 
     def _tape(self, p: ParsedMessage, ns: int) -> None:
         symbol = p.get(55) or ""
@@ -158,9 +189,11 @@ class Client:
     def book_lines(self, symbol: str, depth: int = 5) -> list[str]:
         with self._lock:
             view = self.books.view(symbol)
+            phase = self.phases.get(symbol)
+        said = f" [{phase.label}{': ' + phase.text if phase.text else ''}]" if phase else ""
         if not view["subscribed"]:
-            return [f"{symbol}: not subscribed (book {symbol})"]
-        out = [f"{symbol}   bid qty (orders)     |  ask qty (orders)"]
+            return [f"{symbol}{said}: not subscribed (book {symbol})"]
+        out = [f"{symbol}{said}   bid qty (orders)     |  ask qty (orders)"]
         bids, asks = view["bids"][:depth], view["asks"][:depth]
         for i in range(max(len(bids), len(asks), 1)):
             b = f"{bids[i][1]:>6} ({bids[i][2]}) {bids[i][0]:>9}" if i < len(bids) else " " * 20
@@ -282,7 +315,7 @@ class Client:
                 return _pair(o.replace(lc, ts))
             if cmd.verb == "status" and cmd.symbol:
                 # SecurityStatusRequest, subscribed: a SecurityStatus now and at every phase change.
-                return "e", [(324, f"st-{cmd.symbol}"), (55, cmd.symbol), (263, 1)]
+                return "e", [(324, f"st-{cmd.symbol}"), (55, cmd.symbol), (263, "1")]
             if cmd.verb == "status":
                 return _pair(o.status(LabCommand("", "status", orig_clordid=self.resolve(cmd.ref))))
             if cmd.verb == "book":

@@ -27,13 +27,15 @@ from textual.widgets.data_table import ColumnKey
 from services.client.commands import TIF_NAMES, CommandError, parse
 from services.client.core import QUIT, SIDE_NAMES, Client, Decoded
 from services.client.session import LOGGED_ON
-from shared.schema import BUY, DAY, FOK, GTC, IOC, SELL
+from shared.schema import AT_CLOSE, AT_OPEN, BUY, DAY, FOK, GTC, IOC, SELL
 
 DRAIN_S = 0.05
 VIEW_S = 0.25
 WIRE_LINES = 20000  # rows (a message wraps onto several)
 BOOK_DEPTH = 5
 TAPE_LINES = 8
+# The ticket's TimeInForce (59) choices and the words the prompt takes for them (commands.py).
+TICKET_TIFS = {DAY: "day", GTC: "gtc", IOC: "ioc", FOK: "fok", AT_OPEN: "opg", AT_CLOSE: "atc"}
 
 
 SESSION = Style(dim=True)
@@ -185,7 +187,7 @@ class ClientApp(App[int]):
                     yield Input(placeholder="symbol", value="ACORN.LAB", id="symbol")
                     yield Input(placeholder="price", id="price")
                     yield Input(placeholder="qty", id="qty")
-                    yield Select([(TIF_NAMES[t], t) for t in (DAY, GTC, IOC, FOK)], value=DAY,
+                    yield Select([(TIF_NAMES[t], t) for t in TICKET_TIFS], value=DAY,
                                  allow_blank=False, id="tif")
                     yield Button("send", id="send", variant="primary")
                 yield OrdersTable(id="orders", cursor_type="row")
@@ -268,7 +270,8 @@ class ClientApp(App[int]):
     def _show(self, selector: str, text: str) -> None:
         if self._shown_text.get(selector) != text:
             self._shown_text[selector] = text
-            self.query_one(selector, Static).update(text, layout=False)
+            # As text, never markup: a symbol or a Text (58) from the exchange may hold "[...]".
+            self.query_one(selector, Static).update(Text(text), layout=False)
 
     def _update_orders(self) -> None:
         """Change only the rows that changed: a table rebuilt whole costs its every cell's measure."""
@@ -322,6 +325,8 @@ class ClientApp(App[int]):
             self.note(f"sent: {self.client.describe(cmd)}")
         for text in lines:
             self.note(text)
+        if cmd.verb == "book":  # the book panel shows the phase: follow its SecurityStatus too
+            self.run_command(f"status {cmd.symbol}")
 
     @on(Input.Submitted, "#prompt")
     def _prompt(self, event: Input.Submitted) -> None:
@@ -337,8 +342,7 @@ class ClientApp(App[int]):
         price = self.query_one("#price", Input).value.strip()
         qty = self.query_one("#qty", Input).value.strip()
         verb = "buy" if side == BUY else "sell"
-        tif_word = {DAY: "day", GTC: "gtc", IOC: "ioc", FOK: "fok"}.get(tif if isinstance(tif, int) else DAY,
-                                                                         "day")
+        tif_word = TICKET_TIFS.get(tif if isinstance(tif, int) else DAY, "day")
         self.run_command(f"{verb} {symbol or '?'} {price or '?'} {qty or '?'} {tif_word}")
         self.drain()
 

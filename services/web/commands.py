@@ -19,8 +19,13 @@ _HEX = re.compile(r"\A[0-9a-f]{1,64}\Z")
 _CLORDID = re.compile(r"^[\x21-\x7e]{1,64}$")  # printable ASCII, no SOH or spaces
 MAX_QTY = 1_000_000_000
 SIDES = {"buy": 1, "sell": 2}
-# TimeInForce (59): the page's names and the FIX values themselves.
-TIFS = {"day": 0, "gtc": 1, "ioc": 3, "fok": 4}
+# TimeInForce (59): the page's names and the FIX values themselves (2 At the Opening, 7 At the Close:
+# the matcher takes them in their call only; a FIX 4.2 session's engine cannot send 7).
+TIFS = {"day": 0, "gtc": 1, "opg": 2, "ioc": 3, "fok": 4, "atc": 7}
+# OrdType (40) by the page's names (shared.schema ORD_*); those that need a Price (44), a StopPx (99).
+ORD_TYPES = {"market": 1, "limit": 2, "stop": 3, "stop_limit": 4}
+PRICED = frozenset({2, 4})
+STOPPED = frozenset({3, 4})
 # Self-trade prevention modes (shared.schema STP_*), by the names the page uses.
 STP_MODES = {"off": 0, "cancel_resting": 1, "cancel_aggressor": 2, "cancel_both": 3}
 MAX_DEPTH = 100  # MarketDepth (264) a page may ask for; 0 is the whole book
@@ -29,8 +34,8 @@ FIX_VERSIONS = ("4.4", "4.2", "5.0SP2")  # a lab session's version (shared.fix.v
 # Which keys each op takes, and which it needs (the schema documented in docs/websocket.md).
 _KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "logon": (frozenset({"version"}), frozenset()),
-    "order": (frozenset({"symbol", "side", "price", "qty", "tif"}),
-              frozenset({"symbol", "side", "price", "qty"})),
+    "order": (frozenset({"symbol", "side", "price", "qty", "tif", "ord_type", "stop_px"}),
+              frozenset({"symbol", "side", "qty"})),
     "cancel": (frozenset({"clordid"}), frozenset({"clordid"})),
     "replace": (frozenset({"clordid", "price", "qty"}), frozenset({"clordid", "price", "qty"})),
     "status": (frozenset({"clordid"}), frozenset({"clordid"})),
@@ -61,6 +66,8 @@ class Command:
     qty: int = 0
     clordid: str = ""
     tif: int = 0  # TimeInForce (59) of an order
+    ord_type: int = 2  # OrdType (40) of an order: ORD_TYPES' values, limit unless said
+    stop_px: str = ""  # StopPx (99) of a stop or stop-limit order
     value: str = ""  # the op's own argument: MarketDepth for md_subscribe, the mode number for stp,
     # the FIX version for logon
     lab_id: str = ""  # resume: the session the page followed before its socket closed
@@ -104,9 +111,16 @@ def _tif(value: Any) -> int:
     if isinstance(value, str) and value.strip().lower() in TIFS:
         return TIFS[value.strip().lower()]
     if isinstance(value, str | int) and not isinstance(value, bool) \
-            and str(value).strip() in ("0", "1", "3", "4"):
+            and str(value).strip() in ("0", "1", "2", "3", "4", "7"):
         return int(str(value).strip())
-    raise CommandError(f"tif must be one of day, gtc, ioc, fok (TimeInForce 0, 1, 3, 4), not {_short(value)}")
+    raise CommandError("tif must be one of day, gtc, opg, ioc, fok, atc (TimeInForce 0, 1, 2, 3, 4, 7), "
+                       f"not {_short(value)}")
+
+
+def _ord_type(value: Any) -> int:
+    if not isinstance(value, str) or value not in ORD_TYPES:
+        raise CommandError(f"ord_type must be one of {', '.join(ORD_TYPES)}, not {_short(value)}")
+    return ORD_TYPES[value]
 
 
 def _depth(value: Any) -> int:
@@ -154,8 +168,20 @@ def parse_command(text: str | bytes, max_bytes: int) -> Command:
         side = obj["side"]
         if not isinstance(side, str) or side not in SIDES:
             raise CommandError(f"side must be \"buy\" or \"sell\", not {_short(side)}")
-        return Command(op, cmd_id, symbol=symbol, side=SIDES[side], price=_price(obj["price"]),
-                       qty=_qty(obj["qty"]), tif=_tif(obj.get("tif", "day")))
+        ord_type = _ord_type(obj.get("ord_type", "limit"))
+        name = next(k for k, v in ORD_TYPES.items() if v == ord_type).replace("_", "-")
+        if ord_type in PRICED and "price" not in obj:
+            raise CommandError(f"a {name} order needs a price")
+        if ord_type not in PRICED and "price" in obj:
+            raise CommandError(f"a {name} order takes no price (it trades at the market's)")
+        if ord_type in STOPPED and "stop_px" not in obj:
+            raise CommandError(f"a {name} order needs a stop_px: the trade price that sets it off")
+        if ord_type not in STOPPED and "stop_px" in obj:
+            raise CommandError(f"a {name} order takes no stop_px")
+        return Command(op, cmd_id, symbol=symbol, side=SIDES[side],
+                       price=_price(obj["price"]) if ord_type in PRICED else "",
+                       qty=_qty(obj["qty"]), tif=_tif(obj.get("tif", "day")), ord_type=ord_type,
+                       stop_px=_price(obj["stop_px"]) if ord_type in STOPPED else "")
     if op in ("cancel", "replace", "status"):
         clordid = _clordid(obj["clordid"])
         if op == "replace":

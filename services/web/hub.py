@@ -19,16 +19,18 @@ from redis.backoff import ExponentialBackoff
 
 from services.web.limits import PageLimiter
 from services.web.settings import WebSettings
-from services.web.views import JSON, MarketView, hello_view
+from services.web.views import JSON, MarketMessage, MarketView, hello_view
 from shared import health, redis_cluster, streams
 from shared.bus import REDIS_ERRORS, read_streams_async
+from shared.clock import now_ns
 from shared.fix import dictionary
-from shared.schema import Depth, SchemaError, Trade, decode_batch
+from shared.schema import Depth, Indicative, PhaseChanged, SchemaError, Trade, decode_batch
 from shared.streams import inspect
 
 log = logging.getLogger(__name__)
 MARKET_LOOKBACK = 2000  # stream entries read back at start-up to find each book's latest depth
 MARKET_READ = 2000  # stream entries per XREAD of the market feed (one per matcher batch)
+MARKET_TYPES = (Depth, Trade, PhaseChanged, Indicative)  # what the pages show of the market streams
 
 
 class PageLike(Protocol):
@@ -70,7 +72,7 @@ class Hub:
             self.sync_r = redis.Redis.from_url(url, socket_timeout=5)
         self.dictionary = dictionary.load()
         self.limiter = PageLimiter(settings.pages_per_address, settings.pages_total)
-        self.market = MarketView(settings.common, settings.tape_size)
+        self.market = MarketView(settings.common, settings.tape_size, settings.schedule)
         self.pages: set[PageLike] = set()
         self.labs: set[LabLike] = set()
         self.counters: Counter[str] = Counter()
@@ -161,20 +163,21 @@ class Hub:
         replaces its book (only each book's last depth of the read counts) and the page shows the
         latest trades (only the last ``tape_size`` of the read count). The view ends the same.
         """
-        msgs: list[Depth | Trade] = []
+        msgs: list[MarketMessage] = []
         for fields in entries:
             try:
                 batch = decode_batch(fields.get(streams.BATCH_FIELD, b""))
             except SchemaError as exc:
                 log.error("market stream entry does not decode: %s", exc)
                 continue
-            msgs += [m for m in batch if isinstance(m, Depth | Trade)]
+            msgs += [m for m in batch if isinstance(m, MARKET_TYPES)]
         if self.settings.market_interval_s > 0 or not broadcast:
             kept = _latest(msgs, self.settings.tape_size)
             self.counters["market_conflated"] += len(msgs) - len(kept) if broadcast else 0
             msgs = kept
+        now = now_ns()
         for m in msgs:
-            view = self.market.apply(m)
+            view = self.market.apply(m, now)
             if broadcast:
                 self.broadcast(view)
 
@@ -210,15 +213,23 @@ class Hub:
         }
 
 
-def _latest(msgs: list[Depth | Trade], trades: int) -> list[Depth | Trade]:
-    """``msgs`` without what a later message replaces: each book's last depth, the last ``trades``
-    trades, in their order."""
+def _latest(msgs: list[MarketMessage], trades: int) -> list[MarketMessage]:
+    """``msgs`` without what a later message replaces: each book's last depth and last Indicative,
+    the last ``trades`` trades, every PhaseChanged, in their order. (A phase view shows the last
+    PhaseChanged and the last Indicative, whichever came first, so the view ends the same.)"""
     books: set[str] = set()
-    kept: list[Depth | Trade] = []
+    indicatives: set[str] = set()
+    kept: list[MarketMessage] = []
     for m in reversed(msgs):
         if isinstance(m, Depth):
             if m.symbol not in books:
                 books.add(m.symbol)
+                kept.append(m)
+        elif isinstance(m, PhaseChanged):
+            kept.append(m)
+        elif isinstance(m, Indicative):
+            if m.symbol not in indicatives:
+                indicatives.add(m.symbol)
                 kept.append(m)
         elif trades > 0:
             trades -= 1

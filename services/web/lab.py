@@ -30,7 +30,18 @@ from shared.fix.dictionary import Dictionary
 from shared.fix.mdbook import MdBooks
 from shared.fix.versions import BY_BEGIN_STRING
 from shared.fix.wire import ParsedMessage
-from shared.schema import LabCommand, LabNotice, LabStart, LabState, SchemaError, WireRecord, decode_batch
+from shared.schema import (
+    ORD_MARKET,
+    ORD_STOP,
+    ORD_STOP_LIMIT,
+    LabCommand,
+    LabNotice,
+    LabStart,
+    LabState,
+    SchemaError,
+    WireRecord,
+    decode_batch,
+)
 
 if TYPE_CHECKING:
     from services.web.hub import Hub
@@ -42,6 +53,18 @@ LAB_STREAM_TTL_S = 300  # a finished session's stream is kept this long, then Re
 TOO_SLOW = 1013  # WebSocket close code "try again later": the page fell behind
 # Ops that make the visitor's engine send a FIX message: they share the page's token bucket.
 FIX_OPS = frozenset({"order", "cancel", "replace", "status", "mass_cancel", "md_subscribe", "md_unsubscribe"})
+
+
+def order_kind(ord_type: int, stop_px: str) -> str:
+    """A LabCommand's ``value`` for an order of ``ord_type`` (shared.fix.orders.LabOrders.new_order
+    reads it): "" a limit order, "mkt", "stop:STOPPX", "stoplimit:STOPPX"."""
+    if ord_type == ORD_MARKET:
+        return "mkt"
+    if ord_type == ORD_STOP:
+        return f"stop:{stop_px}"
+    if ord_type == ORD_STOP_LIMIT:
+        return f"stoplimit:{stop_px}"
+    return ""
 
 
 def dictionary_of(raw: bytes, fix44: Dictionary) -> Dictionary:
@@ -266,7 +289,7 @@ class Page:
 
     async def run(self) -> None:
         self.send(self.hub.hello())
-        for m in self.hub.market.snapshot():
+        for m in self.hub.market.snapshot(now_ns()):
             self.send(m)
         tasks = [asyncio.create_task(self._writer()), asyncio.create_task(self._reader()),
                  asyncio.create_task(self.too_slow.wait())]
@@ -321,7 +344,7 @@ class Page:
         ts = now_ns()
         if cmd.op == "order":
             await lab.command(LabCommand(lab.lab_id, "order", cmd.symbol, cmd.side, cmd.price, cmd.qty,
-                                         ts=ts, tif=cmd.tif))
+                                         ts=ts, tif=cmd.tif, value=order_kind(cmd.ord_type, cmd.stop_px)))
         elif cmd.op in ("cancel", "replace"):
             order = next((o for o in (lab.state.orders if lab.state else ()) if o.clordid == cmd.clordid),
                          None)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from services.web.certify import CertifySettings, certify_settings
 from services.web.origin import parse_origins
 from shared.config import CommonSettings, ConfigError, common_settings, env_float, env_int, env_str
+from shared.schedule import Schedule, parse_schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,9 @@ class WebSettings:
     stall_s: int  # a connection whose peer has read nothing of what is sent to it for this long is cut
     certify: CertifySettings  # the page's certification runs (services/web/certify.py)
     origins: frozenset[str] = frozenset()  # pages of these origins may open a WebSocket, besides our own
+    # The trading day the gateways drive (FIXLAB_SCHEDULE): the page counts down to a call's scheduled
+    # uncross. None: no schedule (continuous, or phases set by the operator only).
+    schedule: Schedule | None = None
 
     def __repr__(self) -> str:
         return f"WebSettings(host={self.host!r}, port={self.port}, common={self.common!r})"
@@ -38,8 +42,9 @@ class WebSettings:
 
 def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
     env = os.environ if env is None else env
+    common = common_settings(env)
     return WebSettings(
-        common=common_settings(env),
+        common=common,
         host=env_str(env, "FIXLAB_WEB_HOST", "127.0.0.1"),
         port=env_int(env, "FIXLAB_WEB_PORT", 8000, lo=0, hi=65535),
         pages_per_address=env_int(env, "FIXLAB_PAGES_PER_ADDRESS", 2, lo=1),
@@ -57,6 +62,7 @@ def web_settings(env: Mapping[str, str] | None = None) -> WebSettings:
         stall_s=env_int(env, "FIXLAB_WEB_STALL_S", 30, lo=1, hi=3600),
         certify=certify_settings(env),
         origins=_origins(env),
+        schedule=parse_schedule(env.get("FIXLAB_SCHEDULE"), [i.symbol for i in common.instruments]),
     )
 
 

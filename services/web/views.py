@@ -9,10 +9,30 @@ from shared.config import CommonSettings
 from shared.fix.dictionary import Dictionary
 from shared.fix.orders import ORD_STATUS
 from shared.fix.wire import Node, ParsedMessage, WireGroup, parse, readable
-from shared.schema import Depth, LabNotice, LabState, Trade, WireRecord
+from shared.schedule import Schedule
+from shared.schema import (
+    CALL_PHASES,
+    PHASE_CLOSED,
+    PHASE_CONTINUOUS,
+    PHASE_HALTED,
+    PHASE_NAMES,
+    PHASE_PRE_CLOSE,
+    PHASE_PRE_OPEN,
+    Depth,
+    Indicative,
+    LabNotice,
+    LabState,
+    PhaseChanged,
+    Trade,
+    WireRecord,
+)
 
 JSON = dict[str, Any]
 SIDE_NAMES = {1: "buy", 2: "sell"}
+# What the page calls each phase (shared.schema PHASE_*).
+PHASE_LABELS = {PHASE_CLOSED: "Closed", PHASE_PRE_OPEN: "Pre-open call", PHASE_CONTINUOUS: "Continuous",
+                PHASE_PRE_CLOSE: "Pre-close call", PHASE_HALTED: "Halted"}
+MarketMessage = Depth | Trade | PhaseChanged | Indicative
 
 
 def wire_view(rec: WireRecord, d: Dictionary) -> tuple[JSON, ParsedMessage]:
@@ -90,32 +110,68 @@ def error_view(text: str, code: str, cmd_id: str | None = None) -> JSON:
 
 
 class MarketView:
-    """The latest depth per instrument and the recent tape, in prices the visitor reads."""
+    """The latest depth, phase and indicative uncross per instrument and the recent tape, in prices
+    the visitor reads."""
 
-    def __init__(self, common: CommonSettings, tape_size: int) -> None:
+    def __init__(self, common: CommonSettings, tape_size: int, schedule: Schedule | None = None) -> None:
         self.common = common
+        self.schedule = schedule
         self.depth: dict[str, JSON] = {}
         self.tape: deque[JSON] = deque(maxlen=tape_size)
+        # symbol -> (phase, the reason it changed, the last Indicative or None): every instrument
+        # starts continuous, as the matcher's do.
+        self.phases: dict[str, tuple[int, str, Indicative | None]] = {}
 
     def _px(self, symbol: str, ticks: int) -> str:
         inst = self.common.instrument(symbol)
         return str(inst.to_price(ticks)) if inst else str(ticks)
 
-    def apply(self, msg: Depth | Trade) -> JSON:
+    def apply(self, msg: MarketMessage, now_ns: int = 0) -> JSON:
+        """Apply one market message; the view a page gets for it (``now_ns`` dates a phase's
+        countdown to its scheduled uncross)."""
         if isinstance(msg, Depth):
             view = {"type": "depth", "symbol": msg.symbol, "ts": msg.ts,
                     "bids": [[self._px(msg.symbol, p), q, n] for p, q, n in msg.bids],
                     "asks": [[self._px(msg.symbol, p), q, n] for p, q, n in msg.asks]}
             self.depth[msg.symbol] = view
             return view
+        if isinstance(msg, PhaseChanged):
+            _, _, indicative = self.phases.get(msg.symbol, (PHASE_CONTINUOUS, "", None))
+            self.phases[msg.symbol] = (msg.phase, msg.reason, indicative)
+            return self.phase_view(msg.symbol, now_ns)
+        if isinstance(msg, Indicative):
+            phase, reason, _ = self.phases.get(msg.symbol, (PHASE_CONTINUOUS, "", None))
+            self.phases[msg.symbol] = (phase, reason, msg)
+            return self.phase_view(msg.symbol, now_ns)
+        # An auction's trades have no aggressor (the matcher's uncross: aggressor_side 0).
         view = {"type": "trade", "symbol": msg.symbol, "price": self._px(msg.symbol, msg.price),
-                "qty": msg.qty, "aggressor": SIDE_NAMES.get(msg.aggressor_side, "?"),
-                "match_id": msg.match_id, "ts": msg.ts}
+                "qty": msg.qty, "aggressor": SIDE_NAMES.get(msg.aggressor_side, "none"),
+                "auction": msg.aggressor_side not in SIDE_NAMES, "match_id": msg.match_id, "ts": msg.ts}
         self.tape.append(view)
         return view
 
-    def snapshot(self) -> list[JSON]:
+    def phase_view(self, symbol: str, now_ns: int) -> JSON:
+        """An instrument's phase; in a call its indicative uncross (price, volume, imbalance) and,
+        when the schedule's next change ends the call, the seconds until that uncross."""
+        phase, reason, ind = self.phases.get(symbol, (PHASE_CONTINUOUS, "", None))
+        call = phase in CALL_PHASES
+        indicative: JSON | None = None
+        if call and ind is not None:
+            indicative = {"price": self._px(symbol, ind.price) if ind.price else None, "volume": ind.volume,
+                          "imbalance_qty": ind.imbalance_qty,
+                          "imbalance_side": SIDE_NAMES.get(ind.imbalance_side, "none")}
+        uncross_in_s: float | None = None
+        if call and self.schedule is not None:
+            nxt = self.schedule.next_change(symbol, now_ns)
+            if nxt is not None and nxt[1] not in CALL_PHASES:
+                uncross_in_s = round(nxt[0], 1)
+        return {"type": "phase", "symbol": symbol, "phase": PHASE_NAMES.get(phase, str(phase)),
+                "label": PHASE_LABELS.get(phase, str(phase)), "call": call, "reason": reason,
+                "indicative": indicative, "uncross_in_s": uncross_in_s}
+
+    def snapshot(self, now_ns: int = 0) -> list[JSON]:
         out: list[JSON] = [self.depth[s] for s in sorted(self.depth)]
+        out += [self.phase_view(s, now_ns) for s in sorted(self.phases)]
         out.append({"type": "tape", "trades": list(self.tape)})
         return out
 

@@ -79,3 +79,29 @@ def test_markup_from_the_wire_is_shown_as_text(redis_url: str, r: redis.Redis) -
             assert dialogs == []
         finally:
             browser.close()
+
+
+def test_markup_in_a_phase_reason_is_shown_as_text(redis_url: str, r: redis.Redis) -> None:
+    # An operator's reason ("fixlab admin halt ACORN.LAB <text>") reaches every page: as text only.
+    from shared.schema import PHASE_CONTINUOUS, PHASE_HALTED, Indicative, PhaseChanged
+
+    with web_process(redis_url) as web, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(web.url)
+            expect(page.locator("#conn")).to_have_text("connected")
+            now = time.time_ns()
+            publish(r, streams.shard_market_stream("0"), [
+                PhaseChanged("ACORN.LAB", PHASE_HALTED, PHASE_CONTINUOUS, XSS, now),
+                Indicative("ACORN.LAB", 10000, 5, 2, 1, now)], 1000)
+            pill = page.locator('.book-pair[data-symbol="ACORN.LAB"] .phase')
+            expect(pill).to_have_text("Halted")
+            expect(pill).to_have_attribute("title", f"Halted: {XSS}")
+            expect(page.locator('.book-pair[data-symbol="ACORN.LAB"] .ind-imbalance')).to_have_text("2 buy")
+            assert page.locator("img").count() == 0
+            assert dialogs == []
+        finally:
+            browser.close()

@@ -127,3 +127,44 @@ def test_order_drop_and_silence_in_the_tui(stack: Stack) -> None:
         asyncio.run(drive())
     finally:
         client.session.stop()
+
+
+def test_the_book_panel_shows_the_phase_the_operator_sets(stack: Stack,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: ``book SYMBOL`` also follows the instrument's SecurityStatus (35=e, 263=1), and the book
+    panel says its phase as the operator changes it over the bus (``fixlab admin phase``)."""
+    import io
+
+    from services.admin.__main__ import main as admin_main
+
+    def admin(*argv: str) -> None:
+        out = io.StringIO()
+        code = admin_main(["--url", stack.redis_url, "--timeout", "10", *argv], out=out, err=out)
+        assert code == 0, out.getvalue()
+
+    monkeypatch.setenv("FIXLAB_OPERATOR_TOKEN", "a-test-operator-token-0123456789")
+    client = logged_on_client(stack, "CLIENT12")
+    app = ClientApp(client)
+
+    def market() -> str:
+        return str(app.query_one("#market", Static).render())
+
+    async def drive() -> None:
+        async with app.run_test(size=(220, 60)) as pilot:
+            await command(pilot, app, "book BIRCH.LAB")
+            await until(pilot, lambda: "SecurityStatusRequest 35=e" in pane_text(app, "#wire"), "the 35=e")
+            await until(pilot, lambda: "BIRCH.LAB [Continuous]" in market(), "the phase in the book panel")
+            admin("phase", "BIRCH.LAB", "pre_open")
+            await until(pilot, lambda: "BIRCH.LAB [Pre-open call: pre_open by the operator]" in market(),
+                        "the opening call")
+            admin("halt", "BIRCH.LAB", "news", "pending")
+            await until(pilot, lambda: "BIRCH.LAB [Halted: news pending]" in market(), "the halt")
+            admin("resume", "BIRCH.LAB")
+            await until(pilot, lambda: "BIRCH.LAB [Continuous: by the operator]" in market(), "the resume")
+            await command(pilot, app, "quit")
+        assert app.return_value == 0
+
+    try:
+        asyncio.run(drive())
+    finally:
+        client.session.stop()

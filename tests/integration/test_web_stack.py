@@ -222,3 +222,45 @@ def test_a_lab_session_in_another_version_is_named_with_its_dictionary(
         c.wait("state", lambda m: m["status"] == "ended", timeout=20)
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("version", ["4.4", "4.2", "5.0SP2"])
+def test_market_stop_and_stop_limit_orders_from_the_page_in_each_version(lab: Lab, version: str) -> None:
+    """Issue 31's ticket: ord_type and stop_px from the page's command become 40/44/99/59 on the visitor's
+    own wire in its version (HandlInst in 4.2), and the exchange's reports echo them; no session Reject."""
+    c = Client(lab.web.ws_url)
+    try:
+        c.send({"op": "logon", "version": version})
+        c.wait("logon_sent")
+        c.wait("state", lambda m: m["status"] == "logged_on", timeout=20)
+        eventually(lambda: c.wait("depth", lambda m: m["symbol"] == "ACORN.LAB" and bool(m["asks"]),
+                                  timeout=1), timeout=20, what="the bots' asks")
+        base = {"op": "order", "symbol": "ACORN.LAB", "qty": 1}
+        c.send({**base, "side": "sell", "ord_type": "stop", "stop_px": "80.00", "tif": "gtc"})
+        c.send({**base, "side": "buy", "ord_type": "stop_limit", "price": "120.00", "stop_px": "119.50"})
+        c.send({**base, "side": "buy", "ord_type": "market", "tif": "ioc"})
+
+        def wire(source: str, msg_type: str, ord_type: str) -> dict[int, list[Any]]:
+            """The fields, by tag, of the first such message with OrdType (40) ``ord_type``."""
+            def fits(m: dict[str, Any]) -> bool:
+                return m["source"] == source and m["msg_type"] == msg_type \
+                    and [f[2] for f in m["fields"] if f[0] == 40] == [ord_type]
+            return {f[0]: f for f in c.wait("wire", fits, timeout=15)["fields"]}
+
+        stop, stop_limit, market = (wire("client", "D", t) for t in ("3", "4", "1"))
+        assert (stop[99][2], stop[59][2], 44 in stop) == ("80.00", "1", False)
+        assert (stop_limit[44][2], stop_limit[99][2], stop_limit[59][2]) == ("120.00", "119.50", "0")
+        assert (market[59][2], 44 in market, 99 in market) == ("3", False, False)
+        if version == "4.2":
+            assert all(m[21][1] == "HandlInst" for m in (stop, stop_limit, market))
+        held = wire("exchange", "8", "3")
+        assert (held[150][2], held[99][2], 44 in held) == ("0", "80.00", False)
+        held_limit = wire("exchange", "8", "4")
+        assert (held_limit[150][2], held_limit[44][2], held_limit[99][2]) == ("0", "120.00", "119.50")
+        filled = c.wait("fill", timeout=15)
+        assert filled["last_qty"] == "1" and filled["side"] == "buy"
+        assert not any(m.get("type") == "wire" and m["msg_type"] == "3" for m in c.seen)  # no Reject
+        c.send({"op": "logout"})
+        c.wait("state", lambda m: m["status"] == "ended", timeout=20)
+    finally:
+        c.close()

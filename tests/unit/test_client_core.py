@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from services.client.commands import CommandError, parse
-from services.client.core import Client, Decoded, clordid_prefix
+from services.client.core import Client, Decoded, Phase, clordid_prefix, phase_of
 from services.client.session import LOGGED_ON, LOGGED_OUT, Record
 from shared.fix import dictionary
 from shared.fix.versions import DEFAULT
@@ -189,4 +189,26 @@ def test_the_new_order_types_and_status_of_a_symbol_on_the_wire(client: tuple[Cl
                                                             ("4", "101.50", "101.00")]
     run(c, "status ACORN.LAB")
     status = dict(fake.sent[-1])
-    assert (status[35], status[55], status[263]) == ("e", "ACORN.LAB", 1)
+    assert (status[35], status[55], status[263]) == ("e", "ACORN.LAB", "1")  # a string, as set_fields takes
+
+
+@pytest.mark.parametrize(("fields", "label"), [
+    ({326: "21", 625: "2"}, "Pre-open call"), ({326: "21", 625: "4"}, "Pre-close call"),
+    ({326: "17", 625: "3"}, "Continuous"), ({326: "3", 625: "3"}, "Continuous"),
+    ({326: "2", 625: "9"}, "Halted"), ({326: "18", 625: "5"}, "Closed"),
+    ({326: "5"}, "Call"), ({326: "2"}, "Halted"), ({326: "17"}, "Continuous"),  # FIX 4.2: no 625, no 21
+    ({326: "99"}, "SecurityTradingStatus 99"),
+])
+def test_the_phase_a_security_status_tells(fields: dict[int, str], label: str) -> None:
+    assert phase_of({55: "ACORN.LAB", **fields}) == Phase("ACORN.LAB", label, "")
+
+
+def test_the_book_says_the_phase_of_its_last_security_status(client: tuple[Client, FakeSession]) -> None:
+    c, _ = client
+    assert c.book_lines("ACORN.LAB") == ["ACORN.LAB: not subscribed (book ACORN.LAB)"]
+    before = c.version
+    c.decode(msg("exchange", 2, "f", [(324, "st-ACORN.LAB"), (55, "ACORN.LAB"), (325, "Y"), (326, "2"),
+                                      (625, "9"), (58, "news [pending]")]))
+    assert c.version > before
+    said = "ACORN.LAB [Halted: news [pending]]: not subscribed (book ACORN.LAB)"
+    assert c.book_lines("ACORN.LAB") == [said]

@@ -71,6 +71,23 @@ def test_the_demo_day_repeats_every_cycle_from_the_epoch() -> None:
     assert default is not None and default.cycle_s == 300
 
 
+def test_the_next_change_counts_down_to_it_and_wraps_round_the_cycle() -> None:
+    s = parse_schedule("demo:100", SYMBOLS)
+    assert s is not None
+    second = 1_000_000_000
+    base = 1_000 * 100 * second  # a cycle's start
+    assert s.next_change("ACORN.LAB", base + 5 * second + second // 2) == (14.5, PHASE_CONTINUOUS)
+    assert s.next_change("ACORN.LAB", base + 85 * second) == (10.0, PHASE_CLOSED)
+    assert s.next_change("ACORN.LAB", base + 97 * second) == (3.0, PHASE_PRE_OPEN)  # the next cycle's
+    assert s.next_change("ELM.LAB", base) is None
+    day = parse_schedule("tz=Europe/London; 07:50 pre_open; 08:00 continuous", SYMBOLS)
+    assert day is not None
+    assert day.next_change("ACORN.LAB", at("2026-01-05 07:55:00", "Europe/London")) == (300.0,
+                                                                                         PHASE_CONTINUOUS)
+    assert day.next_change("ACORN.LAB", at("2026-01-05 09:00:00", "Europe/London")) == (
+        (24 - 9) * 3600 + 7 * 3600 + 50 * 60, PHASE_PRE_OPEN)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("demo:10", "a demo day lasts at least 60 s"),
     ("demo5", "a demo day is 'demo' or 'demo:SECONDS'"),

@@ -91,9 +91,35 @@ def test_issue_14_commands() -> None:
         assert cmd({"op": "stp", "mode": mode}) == Command("stp", value=value)
 
 
+def test_issue_31_order_types_and_times_in_force() -> None:
+    bare = {k: v for k, v in ORDER.items() if k != "price"}
+    assert (cmd(ORDER).ord_type, cmd(ORDER).stop_px) == (2, "")  # a limit order unless said
+    m = cmd({**bare, "ord_type": "market", "tif": "opg"})
+    assert (m.ord_type, m.price, m.stop_px, m.tif) == (1, "", "", 2)
+    st = cmd({**bare, "ord_type": "stop", "stop_px": "98.5"})
+    assert (st.ord_type, st.price, st.stop_px) == (3, "", "98.5")
+    sl = cmd({**ORDER, "ord_type": "stop_limit", "stop_px": "1.5", "tif": "atc"})
+    assert (sl.ord_type, sl.price, sl.stop_px, sl.tif) == (4, "1", "1.5", 7)
+
+
+@pytest.mark.parametrize(("obj", "needle"), [
+    ({k: v for k, v in ORDER.items() if k != "price"}, "a limit order needs a price"),
+    ({**ORDER, "ord_type": "market"}, "a market order takes no price"),
+    ({**ORDER, "ord_type": "stop", "stop_px": "1"}, "a stop order takes no price"),
+    ({**ORDER, "ord_type": "stop_limit"}, "a stop-limit order needs a stop_px"),
+    ({**ORDER, "stop_px": "1"}, "a limit order takes no stop_px"),
+    ({**ORDER, "ord_type": "stop_limit", "stop_px": "<b>"}, "price must be a positive decimal"),
+    ({**ORDER, "ord_type": "iceberg"}, "ord_type must be one of market, limit, stop, stop_limit"),
+    ({**ORDER, "ord_type": 1}, "ord_type must be one of"),
+])
+def test_issue_31_orders_that_do_not_fit_are_refused(obj: dict[str, object], needle: str) -> None:
+    with pytest.raises(CommandError, match=needle):
+        cmd(obj)
+
+
 @pytest.mark.parametrize(("obj", "needle"), [
     ({**ORDER, "tif": "gtd"}, "tif must be one of day"),
-    ({**ORDER, "tif": 6}, "TimeInForce 0, 1, 3, 4"),
+    ({**ORDER, "tif": 6}, "TimeInForce 0, 1, 2, 3, 4, 7"),
     ({**ORDER, "tif": True}, "tif"),
     ({**ORDER, "tif": None}, "tif"),
     ({"op": "status"}, "status needs clordid"),

@@ -80,3 +80,57 @@ def test_a_fixt_session_is_named_with_fixt11_and_fix50sp2() -> None:
     view, _ = wire_view(WireRecord("l", 1, "client", logon, False, 1), d50)
     assert view["msg_name"] == "Logon" and [1137, "DefaultApplVerID", "9", "", "body"] in view["fields"]
     assert d50.field_name(880) == "TrdMatchID" and d50.meaning(35, "8") == "ExecutionReport"
+
+
+def test_phase_indicative_countdown_and_the_auction_on_the_tape() -> None:
+    from services.web.hub import _latest
+    from shared.schedule import parse_schedule
+    from shared.schema import (
+        PHASE_CONTINUOUS,
+        PHASE_HALTED,
+        PHASE_PRE_OPEN,
+        SELL,
+        Indicative,
+        PhaseChanged,
+    )
+
+    second = 1_000_000_000
+    schedule = parse_schedule("demo:100", ("ACORN.LAB", "BIRCH.LAB"))
+    m = MarketView(COMMON, tape_size=5, schedule=schedule)
+    assert m.snapshot()[-1] == {"type": "tape", "trades": []}  # no phase news: nothing said
+    cycle = 1_000 * 100 * second
+    v = m.apply(PhaseChanged("ACORN.LAB", PHASE_PRE_OPEN, PHASE_CONTINUOUS, "by the operator", 1),
+                cycle + 5 * second)
+    assert (v["type"], v["phase"], v["label"], v["call"], v["reason"]) == (
+        "phase", "PRE_OPEN", "Pre-open call", True, "by the operator")
+    assert v["indicative"] is None and v["uncross_in_s"] == 15.0  # the demo day opens at 20 s
+    v = m.apply(Indicative("ACORN.LAB", 10050, 30, 5, SELL, 2), cycle + 6 * second)
+    assert v["indicative"] == {"price": "100.50", "volume": 30, "imbalance_qty": 5, "imbalance_side": "sell"}
+    assert v["uncross_in_s"] == 14.0
+    # The next change is a call again (a halt in the demo's continuous trading): no countdown.
+    assert m.phase_view("ACORN.LAB", cycle + 30 * second)["uncross_in_s"] is None
+    nothing = m.apply(Indicative("ACORN.LAB", 0, 0, 0, 0, 3), cycle)
+    assert nothing["indicative"] == {"price": None, "volume": 0, "imbalance_qty": 0, "imbalance_side": "none"}
+    t = m.apply(Trade("ACORN.LAB", 10050, 30, "M9", 0, 4))
+    assert (t["auction"], t["aggressor"]) == (True, "none")
+    assert m.apply(Trade("ACORN.LAB", 10050, 1, "M10", 1, 5))["auction"] is False
+    v = m.apply(PhaseChanged("ACORN.LAB", PHASE_CONTINUOUS, PHASE_PRE_OPEN, "schedule", 6), cycle)
+    assert (v["label"], v["call"], v["indicative"], v["uncross_in_s"]) == ("Continuous", False, None, None)
+    assert [x["symbol"] for x in m.snapshot() if x["type"] == "phase"] == ["ACORN.LAB"]
+    assert MarketView(COMMON, 5).apply(  # without a schedule: no countdown
+        PhaseChanged("BIRCH.LAB", PHASE_HALTED, PHASE_CONTINUOUS, "news", 1), cycle)["uncross_in_s"] is None
+
+    # Conflated, a read keeps every PhaseChanged and each book's last Indicative: the view ends the same.
+    msgs = [PhaseChanged("ACORN.LAB", PHASE_PRE_OPEN, PHASE_CONTINUOUS, "a", 1),
+            Indicative("ACORN.LAB", 100, 1, 0, 0, 2), Indicative("ACORN.LAB", 101, 2, 0, 0, 3),
+            Indicative("BIRCH.LAB", 2500, 4, 1, 1, 3), Trade("ACORN.LAB", 101, 2, "M1", 0, 4),
+            Indicative("ACORN.LAB", 0, 0, 0, 0, 4), PhaseChanged("ACORN.LAB", PHASE_CONTINUOUS,
+                                                                 PHASE_PRE_OPEN, "b", 4)]
+    kept = _latest(msgs, 10)
+    assert kept == [msgs[0], msgs[3], msgs[4], msgs[5], msgs[6]]
+    whole, conflated = MarketView(COMMON, 5), MarketView(COMMON, 5)
+    for x in msgs:
+        whole.apply(x)
+    for x in kept:
+        conflated.apply(x)
+    assert whole.snapshot() == conflated.snapshot()

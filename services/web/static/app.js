@@ -18,6 +18,8 @@ const S = {
   // Reconnecting: the session this page follows (lab_id, the token to resume it, the last wire
   // record shown) and how long to wait before the next attempt.
   resume: null, lastN: 0, retryMs: 0,
+  // The trading day: each book's phase view (type "phase"), and when its countdown was received.
+  phases: {},
 };
 
 // ---------------------------------------------------------------- connection
@@ -86,6 +88,7 @@ function handle(m) {
     case "depth": onDepth(m); break;
     case "md_book": onMdBook(m); break;
     case "trade": onTrade(m, true); break;
+    case "phase": onPhase(m); break;
     case "tape": (m.trades || []).forEach((t) => onTrade(t, false)); break;
     case "logon_sent":
       S.resume = { lab_id: m.lab_id, token: m.resume_token }; S.lastN = 0;
@@ -111,8 +114,9 @@ function onHello(m) {
   const L = m.limits;
   $("limits-text").textContent = `${L.order_burst} at once, then ${L.order_rate}/s`;
   $("foot-limits").textContent = `${L.pages_per_address} pages per address and ${L.pages_total} across the site; sessions end after ${L.session_minutes} minutes; up to ${L.order_burst} orders at once and ${L.order_rate} per second after that; ${L.open_orders} open orders per session.`;
-  sel.onchange = updateBand;
+  sel.onchange = () => { updateBand(); updateTicket(); };
   updateBand();
+  updateTicket();
   const which = $("cancel-all-symbol");
   which.replaceChildren(el("option", null, "all instruments"));
   which.firstChild.value = "";
@@ -131,7 +135,7 @@ function updateBand() {
 // ---------------------------------------------------------------- the wire
 const SUMMARY_TAGS = {
   A: [108, 98, 141], 0: [112], 1: [112], 2: [7, 16], 3: [45, 373, 58], 4: [123, 36], 5: [58],
-  D: [11, 55, 54, 38, 44, 59], F: [11, 41, 55], G: [11, 41, 38, 44], 8: [150, 11, 55, 54, 32, 31, 151, 58], 9: [11, 41, 102, 58],
+  D: [11, 55, 54, 38, 40, 44, 99, 59], F: [11, 41, 55], G: [11, 41, 38, 44], 8: [150, 11, 55, 54, 40, 99, 32, 31, 151, 58], 9: [11, 41, 102, 58],
   H: [11, 55, 790], q: [530, 55], r: [530, 531, 533, 58], V: [263, 264, 55], W: [55, 268], X: [268], Y: [262, 281, 58],
 };
 
@@ -143,7 +147,7 @@ function summary(m) {
   const parts = [];
   for (const t of want) {
     const f = firstField(m, t);
-    if (!f) continue;
+    if (!f || (t === 40 && f[2] === "2")) continue;  // a limit order's OrdType goes without saying
     parts.push(f[3] ? `${f[1]} ${f[3]}` : `${f[1]} ${f[2]}`);
   }
   if (m.msg_type === "X" || m.msg_type === "W") {
@@ -329,7 +333,7 @@ function updateButtons() {
   $("b-drop").disabled = !on || (st && st.drop_armed);
   $("b-silent").disabled = !on || (st && st.silent);
   $("b-talk").disabled = !live || !(st && st.silent);
-  $("b-send").disabled = !on;
+  $("b-send").disabled = !on || !tradable($("o-symbol").value);
   $("b-cancel-all").disabled = !on;
   $("stp-mode").disabled = !on;
   for (const b of document.querySelectorAll(".md-toggle")) b.disabled = !on;
@@ -356,6 +360,7 @@ function tick() {
     box.hidden = false;
     box.style.setProperty("--p", `${Math.min(100, (since / giveUp) * 100)}%`);
   } else box.hidden = true;
+  for (const symbol of Object.keys(S.phases)) showCountdown(symbol);
 }
 setInterval(tick, 200);
 
@@ -370,7 +375,7 @@ function renderOrders(orders) {
   for (const o of orders) {
     const tr = el("tr", o.side);
     tr.append(el("td", "mono", o.clordid), el("td", null, o.symbol), el("td", o.side, o.side),
-      el("td", "mono num", o.price), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
+      el("td", "mono num", o.price || "–"), el("td", "mono num", o.qty), el("td", "mono num", o.cum_qty), el("td", null, o.status));
     const act = el("td", "act");
     if (S.live) {
       const st = el("button", "small-btn status-btn", "status");
@@ -434,6 +439,9 @@ function ensureBook(symbol) {
   pair.dataset.symbol = symbol;
   const head = el("div", "pair-head");
   head.append(el("h3", null, symbol));
+  const phase = el("span", "pill phase", "Continuous");
+  phase.title = "The instrument's trading phase (the matcher's; SecurityStatus 326 on FIX)";
+  head.append(phase);
   const toggle = el("button", "small-btn md-toggle", "subscribe");
   toggle.type = "button";
   toggle.disabled = !(S.live && S.state && S.state.status === "logged_on");
@@ -446,6 +454,9 @@ function ensureBook(symbol) {
   });
   head.append(toggle);
   pair.append(head);
+  const indicative = el("div", "indicative small");
+  indicative.hidden = true;
+  pair.append(indicative);
   const box = el("div", "book matcher");
   box.append(el("div", "book-label muted small", "the matcher's book"));
   const m = ladder();
@@ -460,7 +471,7 @@ function ensureBook(symbol) {
   pair.lastChild.append(box, mdBox);
   pair.append(agree);
   $("books").append(pair);
-  books[symbol] = { ...m, md, mdNote, toggle, agree, subscribed: false, depth: null, mdLevels: null };
+  books[symbol] = { ...m, md, mdNote, toggle, agree, phase, indicative, subscribed: false, depth: null, mdLevels: null };
   return books[symbol];
 }
 
@@ -536,12 +547,90 @@ function compareBooks(b) {
 
 function onTrade(t, live) {
   const ol = $("tape");
-  const li = el("li", `${t.aggressor}${live ? " fresh" : ""}`);
+  const li = el("li", `${t.auction ? "auction" : t.aggressor}${live ? " fresh" : ""}`);
   const time = new Date(t.ts / 1e6).toISOString().slice(11, 19);
-  li.append(el("span", "mono muted", time), el("span", null, ` ${t.symbol} `), el("span", "mono", `${t.qty} @ ${t.price}`),
-    el("span", "muted small", t.aggressor === "buy" ? " buyer took" : " seller hit"));
+  li.append(el("span", "mono muted", time), el("span", null, ` ${t.symbol} `), el("span", "mono", `${t.qty} @ ${t.price}`));
+  if (t.auction) li.append(el("span", "auction-tag small", " auction: the uncross, one price for all"));
+  else li.append(el("span", "muted small", t.aggressor === "buy" ? " buyer took" : " seller hit"));
   ol.prepend(li);
   while (ol.childElementCount > 40) ol.lastElementChild.remove();
+}
+
+// ---------------------------------------------------------------- the trading day
+// What each phase takes (docs/auction-engine.md): no orders while closed; in a call no IOC or FOK
+// (nothing trades until the auction), At the Opening in the opening call only, At the Close in the
+// closing call only; stops are Day or GTC. FIX 4.2 has no At the Close (59=7 came with FIX 4.3).
+const PHASE_TIFS = {
+  CLOSED: [], PRE_OPEN: ["day", "gtc", "opg"], CONTINUOUS: ["day", "gtc", "ioc", "fok"],
+  PRE_CLOSE: ["day", "gtc", "atc"], HALTED: ["day", "gtc"],
+};
+const STOP_TIFS = ["day", "gtc"];
+
+function phaseOf(symbol) { const p = S.phases[symbol]; return p ? p.phase : "CONTINUOUS"; }
+function tradable(symbol) { return (PHASE_TIFS[phaseOf(symbol)] || []).length > 0; }
+function sessionVersion() { return S.live && S.version ? S.version : $("fix-version").value; }
+
+function allowedTifs(symbol, type) {
+  let tifs = PHASE_TIFS[phaseOf(symbol)] || [];
+  if (type === "stop" || type === "stop_limit") tifs = tifs.filter((t) => STOP_TIFS.includes(t));
+  if (sessionVersion() === "4.2") tifs = tifs.filter((t) => t !== "atc");
+  return tifs;
+}
+
+// Offer only the order types and TimeInForce values the instrument's phase and the session's FIX
+// version allow; show the price and stop price fields the order type needs.
+function updateTicket() {
+  const symbol = $("o-symbol").value;
+  const open = tradable(symbol);
+  for (const o of $("o-type").options) { o.disabled = !open; }
+  const type = $("o-type").value;
+  const tifs = allowedTifs(symbol, type);
+  const sel = $("o-tif");
+  for (const o of sel.options) { o.disabled = !tifs.includes(o.value); o.hidden = o.disabled; }
+  if (sel.selectedOptions.length && sel.selectedOptions[0].disabled && tifs.length) sel.value = tifs[0];
+  $("o-price").hidden = !(type === "limit" || type === "stop_limit");
+  $("o-stop").hidden = !(type === "stop" || type === "stop_limit");
+  const p = S.phases[symbol];
+  const note = $("o-phase");
+  if (!open) { note.textContent = `${symbol} is closed: the exchange takes no new orders until its next opening call.`; note.className = "small refused"; }
+  else if (p && p.call) { note.textContent = `${symbol} is in its ${p.label.toLowerCase()}: orders wait for the uncross (no IOC or FOK).`; note.className = "small"; }
+  else { note.textContent = ""; note.className = "small"; }
+  updateButtons();
+}
+
+function onPhase(m) {
+  const b = ensureBook(m.symbol);
+  m.receivedAt = Date.now();
+  S.phases[m.symbol] = m;
+  b.phase.textContent = m.label;
+  b.phase.dataset.phase = m.phase;
+  b.phase.className = `pill phase${m.call ? " call" : ""}${m.phase === "CLOSED" ? " closed" : ""}${m.phase === "HALTED" ? " halted" : ""}`;
+  b.phase.title = m.reason ? `${m.label}: ${m.reason}` : m.label;
+  const box = b.indicative;
+  box.replaceChildren();
+  if (m.call) {
+    const ind = m.indicative;
+    if (ind && ind.price !== null && ind.volume > 0) {
+      box.append(el("span", null, "indicative uncross "), el("span", "mono ind-price", ind.price),
+        el("span", null, " · volume "), el("span", "mono ind-volume", ind.volume),
+        el("span", null, " · imbalance "), el("span", "mono ind-imbalance",
+          ind.imbalance_qty ? `${ind.imbalance_qty} ${ind.imbalance_side}` : "none"));
+    } else box.append(el("span", "muted", "no indicative price yet: nothing crosses"));
+    box.append(el("span", "countdown"));
+    box.hidden = false;
+  } else box.hidden = true;
+  showCountdown(m.symbol);
+  if (m.symbol === $("o-symbol").value) updateTicket();
+}
+
+function showCountdown(symbol) {
+  const m = S.phases[symbol], b = books[symbol];
+  if (!m || !b) return;
+  const c = b.indicative.querySelector(".countdown");
+  if (!c) return;
+  if (m.uncross_in_s === null || m.uncross_in_s === undefined) { c.textContent = ""; return; }
+  const left = m.uncross_in_s - (Date.now() - m.receivedAt) / 1000;
+  c.textContent = left > 0 ? ` · uncross in ${fmt(left)}` : " · uncross due now";
 }
 
 // ---------------------------------------------------------------- controls
@@ -557,14 +646,19 @@ function wire() {
   $("order-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const side = document.querySelector("input[name=side]:checked").value;
-    const price = $("o-price").value.trim() || $("o-price").placeholder;
-    send({ op: "order", symbol: $("o-symbol").value, side, price, qty: $("o-qty").value.trim(), tif: $("o-tif").value });
+    const type = $("o-type").value;
+    const order = { op: "order", symbol: $("o-symbol").value, side, ord_type: type, qty: $("o-qty").value.trim(), tif: $("o-tif").value };
+    if (type === "limit" || type === "stop_limit") order.price = $("o-price").value.trim() || $("o-price").placeholder;
+    if (type === "stop" || type === "stop_limit") order.stop_px = $("o-stop").value.trim();
+    send(order);
   });
   $("b-cancel-all").addEventListener("click", () => {
     const symbol = $("cancel-all-symbol").value;
     send(symbol ? { op: "mass_cancel", symbol } : { op: "mass_cancel" });
   });
   $("stp-mode").addEventListener("change", (ev) => send({ op: "stp", mode: ev.target.value }));
+  $("o-type").addEventListener("change", updateTicket);
+  $("fix-version").addEventListener("change", updateTicket);
   $("hide-hb").addEventListener("change", (ev) => {
     for (const r of document.querySelectorAll('#wire .msg[data-type="0"]')) r.hidden = ev.target.checked;
   });
