@@ -249,3 +249,11 @@ def test_the_transcript_holds_the_logon_each_send_and_each_message_taken_in_step
                            "A < 35=8|11=b|37=OID-b|150=0|"]
     assert result.run_id == r.variables["run"]
     assert Runner(factory).run(parse("logon A C\n", "u.fix")).wire == []  # kept only when asked
+
+
+def test_an_expect_taking_the_logon_does_not_write_it_twice() -> None:
+    def factory(comp_id: str, heartbeat_s: int, port: int | None,
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
+        return FakeSession(comp_id, on_record, echo_exchange)
+    result = Runner(factory, transcript=True).run(parse("logon A C\nexpect A 35=A\n", "l.fix"))
+    assert result.ok and result.wire == ["A > 35=A|", "A < 35=A|"]

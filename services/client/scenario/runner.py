@@ -175,12 +175,13 @@ class Runner:
         self.variables: dict[str, str] = {}
         self.transcript = transcript  # keep the conversation the steps had (``Result.wire``)
         self.wire: list[str] = []
-        self.sent: dict[str, int] = {}  # per session: the inbox index after the last send transcribed
+        self.sent: dict[str, int] = {}  # per session and source: the inbox index after the last transcribed
+        self.in_wire: set[int] = set()  # id() of each message in the transcript: none is written twice
 
     def run(self, scenario: Scenario) -> Result:
         started = self.clock()
         self.variables = {"run": new_run_id()}
-        self.wire, self.sent = [], {}
+        self.wire, self.sent, self.in_wire = [], {}, set()
         run_id = self.variables["run"]
         done = 0
         try:
@@ -288,7 +289,7 @@ class Runner:
                     with inbox.changed:
                         inbox.cursor[step.source] = index + 1
                     if self.transcript:
-                        self.wire.append(wire_line(step.session, seen))
+                        self.add_to_wire(step.session, seen)
                     return
             left = deadline - self.clock()
             if left <= 0:
@@ -348,12 +349,17 @@ class Runner:
             for index, record in seen[self.sent.get(key, 0):]:
                 if record.source == source and wanted(dict(record.fields)):
                     self.sent[key] = index + 1
-                    self.wire.append(wire_line(session, record))
+                    self.add_to_wire(session, record)
                     return
             left = deadline - self.clock()
             if left <= 0:
                 return
             inbox.wait(count, left)
+
+    def add_to_wire(self, session: str, seen: Seen) -> None:
+        if id(seen) not in self.in_wire:  # an expect may take the Logon the logon step wrote
+            self.in_wire.add(id(seen))
+            self.wire.append(wire_line(session, seen))
 
     # ------------------------------------------------------------------ failure report
 
