@@ -78,7 +78,7 @@ def comparable(text: str) -> list[str]:
     for line in text.splitlines():
         if line.startswith("#"):
             continue
-        session, mark, message = (line.split(" ", 2) + ["", ""])[:3]
+        session, mark, message = [*line.split(" ", 2), "", ""][:3]
         fields = []
         for item in message.split("|"):
             tag, sep, value = item.partition("=")

@@ -30,7 +30,7 @@ from playwright.sync_api import Request, sync_playwright  # noqa: E402
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

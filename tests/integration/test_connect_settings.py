@@ -56,7 +56,8 @@ def test_every_engine_and_version_has_a_block_naming_the_same_session() -> None:
             other = keys(found[(engine, v)])
             for key in (*SESSION_KEYS, *CONNECTION_KEYS):
                 assert other.get(key) == reference.get(key), (engine, v, key)
-            wanted = {"TransportDataDictionary", "AppDataDictionary"} if version(v).fixt else {"DataDictionary"}
+            fixt = version(v).fixt
+            wanted = {"TransportDataDictionary", "AppDataDictionary"} if fixt else {"DataDictionary"}
             assert wanted <= set(other), (engine, v)
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table: one setting a line reads better than wrapped strings)
 """What each setting means, one line each: the settings reference's Meaning column.
 
 The reference's other columns are read from the code (tools/docs/settings.py); what a variable is for
