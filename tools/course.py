@@ -14,21 +14,17 @@ excerpt no longer says what the exchange says: ``comparable`` masks what changes
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.redis_server import free_port
+from tools import stack
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "docs" / "course"
@@ -40,8 +36,6 @@ COMMAND = re.compile(r"fixlab scenario -v (?P<path>scenarios/[\w.-]+\.scenario)"
 # moves them), the clocks (SendingTime, TransactTime, OrigSendingTime), and what the exchange
 # numbers (OrderID, ExecID, the match id 527).
 VOLATILE = frozenset({9, 10, 52, 60, 122, 37, 17, 527})
-READY = re.compile(r"gateway \S+ ready on port (\d+)")
-START_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -119,40 +113,8 @@ def stack_env() -> dict[str, str]:
 @contextmanager
 def fresh_stack(run_dir: Path) -> Iterator[int]:
     """``python -m services`` with scenarios/stack.env on free ports; yields its FIX port."""
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **stack_env(), "FIXLAB_RUN_DIR": str(run_dir),
-           "FIXLAB_FIX_PORT": str(port), "FIXLAB_WEB_PORT": str(free_port())}
-    env.pop("REDIS_URL", None)  # the runner starts a Redis of its own
-    proc = subprocess.Popen([sys.executable, "-m", "services"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    ready = threading.Event()
-    lines: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            lines.append(raw.decode("utf-8", "replace").rstrip())
-            if (m := READY.search(lines[-1])) and int(m.group(1)) == port:
-                ready.set()
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not ready.wait(0.2):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the stack did not start:\n" + "\n".join(lines[-40:]))
-        yield port
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        reader.join(5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with stack.fresh_stack(run_dir, stack_env()) as running:
+        yield running.fix_port
 
 
 def play(port: int, names: Sequence[str], out: Path) -> subprocess.CompletedProcess[str]:

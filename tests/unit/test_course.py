@@ -44,3 +44,16 @@ def test_the_hook_puts_each_excerpt_on_its_page_as_a_code_block() -> None:
     assert block.startswith("```text\n") and block.endswith("```\n")
     assert not re.search(r"^#", block, re.MULTILINE)
     assert "|10=" in block
+
+
+def test_the_readme_and_the_site_show_the_screenshots_make_screenshots_takes() -> None:
+    from tools import screenshots
+
+    readme = (course.ROOT / "README.md").read_text(encoding="utf-8")
+    index = (course.ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    makefile = (course.ROOT / "Makefile").read_text(encoding="utf-8")
+    for name in (screenshots.PAGE_FILE, screenshots.TERMINAL_FILE):
+        assert (course.ROOT / "docs" / "images" / name).is_file(), name
+        assert f"(docs/images/{name})" in readme and f"(images/{name})" in index, name
+    assert "python -m tools.screenshots --out docs/images" in makefile
+    assert re.search(r"^test: .*\bscreenshots\b", makefile, re.MULTILINE)

@@ -1,4 +1,5 @@
-"""mkdocs hook (mkdocs.yml `hooks`): adds the reference pages generated from the code at build time,
+"""mkdocs hook (mkdocs.yml `hooks`): adds the reference pages generated from the code at build time
+and the benchmark plots drawn from the committed results (benchmark-plots.md),
 and puts each course lesson's wire excerpt (docs/course/wire/NAME.wire) where its page says
 ``<!-- wire: NAME -->`` (tools/course.py writes the excerpts from a real run)."""
 
@@ -14,13 +15,14 @@ from mkdocs.structure.pages import Page
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `mkdocs` run as a script: the repo root
 
 from tools import course
-from tools.docs import commands, messages, settings
+from tools.docs import commands, messages, plots, settings
 
 
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/settings.md", content=settings.markdown()))
     files.append(File.generated(config, "reference/commands.md", content=commands.markdown()))
     files.append(File.generated(config, "reference/messages.md", content=messages.markdown()))
+    files.append(File.generated(config, "benchmark-plots.md", content=plots.markdown()))
     return files
 
 
