@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 from tools import stack
@@ -95,9 +96,10 @@ def stale(committed: str, fresh: str) -> list[str]:
 
 
 def code_block(lesson_wire: str) -> str:
-    """The excerpt as the page shows it: a text block, SOH written as ``|``."""
-    lines = [x for x in lesson_wire.splitlines() if not x.startswith("#")]
-    return "```text\n" + "\n".join(lines) + "\n```\n"
+    """The excerpt as the page shows it: a block of one message a line, SOH written as ``|``,
+    wrapped rather than scrolled (docs/stylesheets/course.css)."""
+    lines = [escape(x) for x in lesson_wire.splitlines() if not x.startswith("#")]
+    return '<pre class="wire"><code>' + "\n".join(lines) + "</code></pre>\n"
 
 
 def stack_env() -> dict[str, str]:

@@ -41,7 +41,8 @@ def test_comparable_masks_times_lengths_ids_and_the_run_but_nothing_else() -> No
 def test_the_hook_puts_each_excerpt_on_its_page_as_a_code_block() -> None:
     lesson = course.lessons()[0]
     block = course.code_block(lesson.wire_file.read_text(encoding="latin-1"))
-    assert block.startswith("```text\n") and block.endswith("```\n")
+    assert block.startswith('<pre class="wire"><code>') and block.endswith("</code></pre>\n")
+    assert "&lt; 8=FIX" in block  # the exchange's mark, escaped for HTML
     assert not re.search(r"^#", block, re.MULTILINE)
     assert "|10=" in block
 
