@@ -7,7 +7,7 @@ CODEC_SAMPLES ?= 50000
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 APT := $(shell command -v apt-get 2>/dev/null)
 
-.PHONY: install system-deps browser docker-engine compose-up compose-up-cluster run run-cluster test test-fast bench chaos lint docs clean
+.PHONY: install system-deps browser docker-engine compose-up compose-up-cluster run run-cluster test test-fast bench chaos lint docs course screenshots clean
 
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
@@ -58,7 +58,7 @@ run: install
 run-cluster: install
 	@$(BIN)/python -m services --cluster
 
-test: install browser docker-engine lint
+test: install browser docker-engine lint screenshots
 	@$(BIN)/python -m pytest
 
 test-fast: install
@@ -97,6 +97,16 @@ DOCS_PORT ?= 8000
 docs: install
 	@echo "make: the documentation site at http://127.0.0.1:$(DOCS_PORT)/ (Ctrl-C stops it)"
 	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict -a 127.0.0.1:$(DOCS_PORT)
+
+# The README's and the site's screenshots, from a fresh stack of their own: the lab page in chromium
+# (Playwright) and the terminal client's full screen (Textual's SVG). `make test` retakes them.
+screenshots: install browser
+	@$(BIN)/python -m tools.screenshots --out docs/images
+
+# The course's wire excerpts (docs/course/wire/), each lesson's scenario played against a fresh stack;
+# tests/e2e/test_course.py fails when one is stale.
+course: install
+	@$(BIN)/python -m tools.course
 
 lint: install
 	@echo "make: ruff and mypy"

@@ -36,7 +36,7 @@ def test_every_page_of_docs_is_built(site: Path) -> None:
     pages = sorted(p.relative_to(ROOT / "docs").with_suffix(".html") for p in (ROOT / "docs").rglob("*.md"))
     assert pages, "docs/ has no pages"
     pages += [Path("reference/settings.html"), Path("reference/commands.html"),
-              Path("reference/messages.html")]  # tools/docs/hooks.py
+              Path("reference/messages.html"), Path("benchmark-plots.html")]  # tools/docs/hooks.py
     missing = [str(p) for p in pages if not (site / p).is_file()]
     assert not missing, missing
 
@@ -56,3 +56,30 @@ def test_built_pages_fetch_nothing_from_the_internet(site: Path) -> None:
 def test_readme_is_a_door_not_a_manual() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(readme) <= 200, len(readme)
+
+
+def test_the_benchmark_plots_page_draws_the_committed_numbers(site: Path) -> None:
+    import json
+
+    from tools.docs import plots
+
+    page = (site / "benchmark-plots.html").read_text(encoding="utf-8")
+    suite = json.loads(plots.SUITE.read_text(encoding="utf-8"))
+    for run in suite["runs"]:
+        for stack in ("baseline", "exchange", "full"):
+            assert f'data-value="{run[stack]["orders_per_s"]:g}"' in page, (run["name"], stack)
+    hops = json.loads(plots.HOPS.read_text(encoding="utf-8"))
+    stacks = sum(1 for run in suite["runs"] for v in run.values()
+                 if isinstance(v, dict) and "orders_per_s" in v)
+    assert page.count("<rect ") == stacks + len(hops["hops"])
+
+
+def test_a_bar_is_as_long_as_its_value_over_the_largest() -> None:
+    import re
+
+    from tools.docs import plots
+
+    svg = plots.bars("t", "u", [("a", 50.0), ("b", 100.0), ("c", 25.0)])
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([\d.]+)"', svg)]
+    assert widths == [plots.BAR_W / 2, plots.BAR_W, plots.BAR_W / 4]
+    assert ">50.0 u<" in svg and "<title>t</title>" in svg

@@ -67,3 +67,15 @@ def test_messages_reference_lists_every_exchange_message_per_version() -> None:
         for msg_type in EXCHANGE_MESSAGES & d.messages.keys():
             assert f"| `{msg_type}` | {d.messages[msg_type].name} |" in section, (name, msg_type)
     assert "ClOrdID (11)" in page
+
+
+def test_every_setting_has_a_meaning_and_every_meaning_a_setting() -> None:
+    from tools.docs.meanings import MEANINGS
+
+    read = {s.name for s in settings.settings()}
+    assert not read - set(MEANINGS), f"add to tools/docs/meanings.py: {sorted(read - set(MEANINGS))}"
+    assert not set(MEANINGS) - read, f"nobody reads these any more: {sorted(set(MEANINGS) - read)}"
+    assert all(m.strip() for m in MEANINGS.values())
+    page = settings.markdown()
+    assert "| Variable | Meaning |" in page
+    assert f"| `FIXLAB_TICK` | {MEANINGS['FIXLAB_TICK']} |" in page

@@ -230,3 +230,30 @@ def test_a_failure_report_names_the_expected_tags() -> None:
     result = Runner(factory, names=names).run(parse("logon A C\nsend A 35=D 11=a\nexpect A 35=8 150=8 "
                                                     "37=$oid timeout=0.2\n"))
     assert "(35 MsgType=ExecutionReport, 150 ExecType=Rejected, 37 OrderID)" in "\n".join(result.report)
+
+
+def test_the_transcript_holds_the_logon_each_send_and_each_message_taken_in_step_order() -> None:
+    made: list[FakeSession] = []
+
+    def factory(comp_id: str, heartbeat_s: int, port: int | None,
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
+        made.append(FakeSession(comp_id, on_record, echo_exchange))
+        return made[-1]
+    r = Runner(factory, transcript=True)
+    result = r.run(parse("logon A C\nsend A 35=D 11=a 44=1\nexpect A 150=F\nsend A 35=D 11=b\n"
+                         "expect A 11=b 150=0\n", "t.fix"))
+    assert result.ok, result.report
+    # The heartbeat and a's New were passed over: not in the transcript; b's New is, after b.
+    assert result.wire == ["A > 35=A|", "A < 35=A|", "A > 35=D|11=a|44=1|",
+                           "A < 35=8|11=a|150=F|58=filled at 1|", "A > 35=D|11=b|",
+                           "A < 35=8|11=b|37=OID-b|150=0|"]
+    assert result.run_id == r.variables["run"]
+    assert Runner(factory).run(parse("logon A C\n", "u.fix")).wire == []  # kept only when asked
+
+
+def test_an_expect_taking_the_logon_does_not_write_it_twice() -> None:
+    def factory(comp_id: str, heartbeat_s: int, port: int | None,
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
+        return FakeSession(comp_id, on_record, echo_exchange)
+    result = Runner(factory, transcript=True).run(parse("logon A C\nexpect A 35=A\n", "l.fix"))
+    assert result.ok and result.wire == ["A > 35=A|", "A < 35=A|"]

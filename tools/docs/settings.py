@@ -3,7 +3,7 @@
 The services read their settings through ``shared.config``'s helpers (``env_int(env, NAME, default,
 lo=, hi=)`` and the like) or ``os.environ`` / ``os.getenv``; this module walks the source with ``ast``
 and lists each name with its type, default and bounds, so the site's reference cannot drift from the
-code (tools/docs/hooks.py renders it at build time).
+code (tools/docs/hooks.py renders it at build time). What each one means is tools/docs/meanings.py's.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.docs.meanings import MEANINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("shared", "services")
@@ -92,10 +94,11 @@ def markdown() -> str:
         "Generated at build time from the code that reads each variable (tools/docs/settings.py);",
         "a test fails when the code reads a variable this page does not list.",
         "",
-        "| Variable | Type | Default | Valid values | Read in |",
-        "|---|---|---|---|---|",
+        "| Variable | Meaning | Type | Default | Valid values | Read in |",
+        "|---|---|---|---|---|---|",
     ]
     for s in settings():
         cell = s.default.replace("|", "\\|")
-        lines.append(f"| `{s.name}` | {s.kind} | `{cell}` | {s.bounds or 'any'} | `{s.where}` |")
+        meaning = MEANINGS.get(s.name, "").replace("|", "\\|")
+        lines.append(f"| `{s.name}` | {meaning} | {s.kind} | `{cell}` | {s.bounds or 'any'} | `{s.where}` |")
     return "\n".join(lines) + "\n"

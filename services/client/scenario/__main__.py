@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from services.client.scenario.groups import GroupShape
-from services.client.scenario.runner import RecordLike, Runner, SessionLike, reachable
+from services.client.scenario.runner import RecordLike, Result, Runner, SessionLike, reachable
 from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -69,6 +69,16 @@ def load(paths: Sequence[str]) -> list[Scenario]:
     return [parse(Path(p).read_text(encoding="utf-8"), p) for p in paths]
 
 
+def write_transcript(directory: Path, scenario: Scenario, result: Result) -> Path:
+    """DIR/NAME.wire: the scenario's title, its run's ``$run`` and the transcript, a message a line."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / (Path(scenario.file).stem + ".wire")
+    head = [f"# {scenario.title}", f"# {Path(scenario.file).name}: {'PASS' if result.ok else 'FAIL'}, "
+            f"$run={result.run_id}"]
+    out.write_text("\n".join([*head, *result.wire]) + "\n", encoding="latin-1")
+    return out
+
+
 def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="fixlab scenario", description="Play FIX scenarios against the "
                                 "exchange (format: docs/scenarios.md).")
@@ -77,6 +87,9 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=int(os.environ.get("FIXLAB_FIX_PORT", "9878")),
                    help="its FIX port (default FIXLAB_FIX_PORT or 9878)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each step as it runs")
+    p.add_argument("--transcript", metavar="DIR", type=Path,
+                   help="write each scenario's conversation to DIR/NAME.wire: every message its steps "
+                        "sent or took, in step order, as on the wire (docs/course/ shows these)")
     return p.parse_args(argv)
 
 
@@ -106,11 +119,13 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
         if args.verbose:
             print(f"{scenario.file}: {scenario.title}", flush=True)
         try:
-            result = Runner(make, log=log, groups=groups, names=names,
+            result = Runner(make, log=log, groups=groups, names=names, transcript=args.transcript is not None,
                             engine_started=keep_ctrl_c if factory is None else None).run(scenario)
         except KeyboardInterrupt:  # the runner has logged its sessions out on the way
             print(f"interrupted in {scenario.file}", file=sys.stderr)
             return EXIT_INTERRUPTED
+        if args.transcript is not None:
+            write_transcript(args.transcript, scenario, result)
         if result.ok:
             print(f"PASS {scenario.file} ({len(scenario.steps)} steps, {result.seconds:.1f} s)", flush=True)
             continue

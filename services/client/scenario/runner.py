@@ -37,6 +37,7 @@ HEARTBEAT = "0"
 SHOWN_LAST = 12  # the session's last messages printed with a failure
 SHOWN_PASSED = 6  # messages passed over, nearest miss first
 STOP_WAIT_S = 15.0  # a session's stop is bounded by its engine's LogoutTimeout; this is a backstop
+WIRE_WAIT_S = 5.0  # a sent message reaches the tap within this (it is on loopback), for the transcript
 
 
 class RecordLike(Protocol):
@@ -145,6 +146,8 @@ class Result:
     steps_done: int
     failure: StepFailed | None = None
     report: list[str] = field(default_factory=list)  # what to print on a failure
+    wire: list[str] = field(default_factory=list)  # the transcript, when the runner keeps one
+    run_id: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -160,7 +163,7 @@ class Runner:
                  groups: Callable[[str], Mapping[int, GroupShape]] | None = None,
                  names: Callable[[int, str], str] | None = None,
                  engine_started: Callable[[], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, transcript: bool = False) -> None:
         self.factory = factory
         self.groups = groups  # a MsgType's repeating groups (the data dictionary's); None: sent flat
         self.names = names  # (tag, value) -> "ExecType=Trade", for failure reports; None: tags only
@@ -170,10 +173,16 @@ class Runner:
         self.sessions: dict[str, SessionLike] = {}
         self.inboxes: dict[str, Inbox] = {}
         self.variables: dict[str, str] = {}
+        self.transcript = transcript  # keep the conversation the steps had (``Result.wire``)
+        self.wire: list[str] = []
+        self.sent: dict[str, int] = {}  # per session and source: the inbox index after the last transcribed
+        self.in_wire: set[int] = set()  # id() of each message in the transcript: none is written twice
 
     def run(self, scenario: Scenario) -> Result:
         started = self.clock()
         self.variables = {"run": new_run_id()}
+        self.wire, self.sent, self.in_wire = [], {}, set()
+        run_id = self.variables["run"]
         done = 0
         try:
             for step in scenario.steps:
@@ -182,10 +191,11 @@ class Runner:
                 self.step(step)
                 done += 1
         except StepFailed as failure:
-            return Result(scenario, False, self.clock() - started, done, failure, self.report(failure))
+            return Result(scenario, False, self.clock() - started, done, failure, self.report(failure),
+                          self.wire, run_id)
         finally:
             self.stop()
-        return Result(scenario, True, self.clock() - started, done)
+        return Result(scenario, True, self.clock() - started, done, wire=self.wire, run_id=run_id)
 
     def stop(self) -> None:
         """Log every session out, side by side (each engine's stop takes about a second)."""
@@ -227,6 +237,9 @@ class Runner:
         except Exception as exc:  # the session's own one-line reason: refused, unreachable, timed out
             raise StepFailed(step, [f"{step.session} ({step.comp_id}) did not log on: {one_line(exc)}"],
                              logon=True) from None
+        if self.transcript:
+            for source in ("client", "exchange"):
+                self.transcribe(step.session, source, lambda f: f.get(35) == "A")
 
     def control(self, step: Control) -> None:
         session = self.sessions[step.session]
@@ -259,6 +272,10 @@ class Runner:
             raise StepFailed(step, [f"cannot send: {exc}"]) from None
         except Exception as exc:  # the session's own one line: not logged on, engine refused
             raise StepFailed(step, [f"cannot send on {step.session}: {one_line(exc)}"]) from None
+        if self.transcript:
+            wanted = dict(flat)
+            self.transcribe(step.session, "client",
+                            lambda f: f.get(35) == wanted[35] and f.get(11) == wanted.get(11) and 43 not in f)
 
     def expect(self, step: Expect) -> None:
         inbox = self.inboxes[step.session]
@@ -271,6 +288,8 @@ class Runner:
                     self.variables.update(bound)
                     with inbox.changed:
                         inbox.cursor[step.source] = index + 1
+                    if self.transcript:
+                        self.add_to_wire(step.session, seen)
                     return
             left = deadline - self.clock()
             if left <= 0:
@@ -316,6 +335,32 @@ class Runner:
                 return
             inbox.wait(count, left)
 
+    def transcribe(self, session: str, source: str, wanted: Callable[[dict[int, str]], bool]) -> None:
+        """Add to the transcript the first message from ``source`` after the last one transcribed
+        that ``wanted`` holds for: a send's own message as the engine wrote it (header and trailer
+        included), the Logon each way. A message the tap never saw within WIRE_WAIT_S is left out."""
+        inbox = self.inboxes[session]
+        key = f"{session} {source}"
+        deadline = self.clock() + WIRE_WAIT_S
+        while True:
+            count = len(inbox)
+            with inbox.changed:
+                seen = list(enumerate(inbox.seen))
+            for index, record in seen[self.sent.get(key, 0):]:
+                if record.source == source and wanted(dict(record.fields)):
+                    self.sent[key] = index + 1
+                    self.add_to_wire(session, record)
+                    return
+            left = deadline - self.clock()
+            if left <= 0:
+                return
+            inbox.wait(count, left)
+
+    def add_to_wire(self, session: str, seen: Seen) -> None:
+        if id(seen) not in self.in_wire:  # an expect may take the Logon the logon step wrote
+            self.in_wire.add(id(seen))
+            self.wire.append(wire_line(session, seen))
+
     # ------------------------------------------------------------------ failure report
 
     def report(self, failure: StepFailed) -> list[str]:
@@ -334,6 +379,13 @@ class Runner:
                 mark = "x" if seen.withheld else ("<" if seen.source == "exchange" else ">")
                 lines.append(f"    {mark} {seen.text()}")
         return lines
+
+
+def wire_line(session: str, seen: Seen) -> str:
+    """``A > 8=FIX.4.4|9=...|10=123|``: the raw message, SOH shown as ``|``; ``<`` from the exchange,
+    ``>`` from the client's engine, ``x`` sent by the engine and withheld by the tap."""
+    mark = "x" if seen.withheld else ("<" if seen.source == "exchange" else ">")
+    return f"{session} {mark} {seen.raw.decode('latin-1').replace(chr(1), '|')}"
 
 
 def one_line(exc: BaseException) -> str:
