@@ -96,4 +96,5 @@ MEANINGS: dict[str, str] = {
     "FIXLAB_WS_MAX_COMMAND_BYTES": "a page's command larger than this is refused",
     "FIXLAB_WS_MAX_FRAME_BYTES": "a WebSocket frame larger than this closes the socket (1009)",
     "FIXLAB_WS_QUEUE": "messages queued for one page before it is cut off as a slow consumer",
+    "FIXLAB_WEB_STALL_S": "seconds a page's connection may take nothing the web sends before the kernel ends it (TCP_USER_TIMEOUT)",
 }
