@@ -235,3 +235,14 @@ def test_the_guard_refuses_killed_and_drop_copy_sessions() -> None:
     assert over is not None and "\x01103=3\x01" in over.body and "MaxOrderQty" in over.body
     assert guard.check("D", nos_text("R", "r2", qty=5)) is None
     assert guard.check("D", nos_text("R", "r3", qty=0)) is None  # the intake's own refusal says why
+
+
+def test_a_copy_without_trd_match_id() -> None:
+    from services.gateway.dropcopy import copy_fields, without_trd_match_id
+
+    body = "35=8\x0117=E1\x0131=100\x01527=M7\x01880=M7\x01"
+    assert without_trd_match_id(body) == "35=8\x0117=E1\x0131=100\x01527=M7\x01"
+    assert without_trd_match_id("35=8\x01880=M7\x0160=x\x01") == "35=8\x0160=x\x01"
+    assert without_trd_match_id("35=8\x0118800=1\x01") == "35=8\x0118800=1\x01"  # another tag
+    assert copy_fields("ACME01", "FIX.4.4") == "128=ACME01\x01797=Y\x01"
+    assert copy_fields("ACME01", "FIX.4.2") == "128=ACME01\x01"  # FIX42.xml has no 797
