@@ -154,6 +154,11 @@ class RiskBook:
             firm = firm_of.get(session, "")
             self.accounts[session] = own + (("firm:" + firm,) if firm in self.firm_limits else ())
         self.watched = frozenset(self.accounts)
+        # Each account's limits and how a refusal names it, resolved once (the hot path's lookups).
+        self._plan: dict[str, tuple[tuple[str, Limits, str], ...]] = {
+            session: tuple((a, self._limits_of(a), f"firm {a[5:]}" if a.startswith("firm:") else "session")
+                           for a in accounts)
+            for session, accounts in self.accounts.items()}
         # Whether a price collar is set anywhere (then the gateway follows the trades: lasttrade.py).
         self.collars = any(lim.collar_bp is not None
                            for lim in (*self.limits.values(), *self.firm_limits.values()))
@@ -177,16 +182,17 @@ class RiskBook:
         """None when a new order may go (and it is counted from now on), else the limit it breaks.
         ``price``: ticks, None when the order has none to be valued at; ``collar``: False for a price
         that is not a limit price (a stop's, the last trade's)."""
-        accounts = self.accounts.get(session)
-        if accounts is None:
+        plan = self._plan.get(session)
+        if plan is None:
             return None
         tick = self.tick_micro.get(symbol)
         if tick is None:
             return None  # the intake refuses an unknown symbol itself
+        accounts = self.accounts[session]
         value = None if price is None else price * qty * tick
         with self._lock:
-            for account in accounts:
-                problem = self._breach(account, symbol, side, price, qty, value, collar=collar)
+            for account, lim, who in plan:
+                problem = self._breach(account, lim, who, symbol, side, price, qty, value, collar=collar)
                 if problem is not None:
                     self.refused += 1
                     return problem
@@ -202,23 +208,22 @@ class RiskBook:
                     *, collar: bool = True) -> str | None:
         """A replace's new terms against the limits of one order (quantity, value, collar); its open
         value and position are counted when the matcher's Replaced comes back."""
-        accounts = self.accounts.get(session)
+        plan = self._plan.get(session)
         tick = self.tick_micro.get(symbol)
-        if accounts is None or tick is None:
+        if plan is None or tick is None:
             return None
         value = None if price is None else price * qty * tick
         with self._lock:
-            for account in accounts:
-                problem = self._breach(account, symbol, side, price, qty, value, whole=False, collar=collar)
+            for account, lim, who in plan:
+                problem = self._breach(account, lim, who, symbol, side, price, qty, value, whole=False,
+                                       collar=collar)
                 if problem is not None:
                     self.refused += 1
                     return problem
         return None
 
-    def _breach(self, account: str, symbol: str, side: int, price: int | None, qty: int, value: int | None,
-                whole: bool = True, collar: bool = True) -> str | None:
-        lim = self._limits_of(account)
-        who = f"firm {account[5:]}" if account.startswith("firm:") else "session"
+    def _breach(self, account: str, lim: Limits, who: str, symbol: str, side: int, price: int | None,
+                qty: int, value: int | None, whole: bool = True, collar: bool = True) -> str | None:
         if lim.max_order_qty is not None and qty > lim.max_order_qty:
             return f"risk limit MaxOrderQty of the {who}: OrderQty {qty} exceeds {lim.max_order_qty}"
         if value is None or price is None:
