@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import quickfix as fix
 import redis
 
 from services.gateway.guard import DROP_COPY_TEXT
@@ -30,7 +31,7 @@ from shared import credentials, streams
 from shared.operator import TOKEN_ENV, TOKEN_FILE_ENV
 from tests.gateway_stack import ROOT, FixClient, Stack, gateway_stack, matcher_available
 from tests.helpers import eventually
-from tests.stock_client import StockSession, nos, stock_sessions
+from tests.stock_client import StockClient, StockSession, nos, stock_sessions
 
 pytestmark = [
     pytest.mark.integration,
@@ -158,6 +159,46 @@ def test_a_drop_copy_from_outside_reads_copies_and_may_not_trade(stack: Stack, t
             member.send("D", nos("acme-1", 2, 1, "110.00"))
             copy = dc.expect("8", lambda m: m.get(11) == "acme-1")
             assert (copy[128], copy[797]) == ("ACME01", "Y")
+
+
+def connected_from(address: str, port: int) -> bool:
+    """Whether a TCP connection from ``address`` to 127.0.0.1:``port`` is established (/proc/net/tcp)."""
+    local = "".join(f"{int(b):02X}" for b in reversed(address.split(".")))
+    remote = f"0100007F:{port:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].startswith(local + ":") and fields[2] == remote and fields[3] == "01":
+            return True
+    return False
+
+
+class PasswordClient(StockClient):
+    """A stock client that puts its Username and Password (553/554) on its Logon."""
+
+    def toAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        if msg.getHeader().getField(35) == "A":
+            comp = sid.getSenderCompID().getValue()
+            msg.setField(fix.Username(comp))
+            msg.setField(fix.Password(PASSWORDS[comp]))
+        super().toAdmin(msg, sid)
+
+
+def test_a_stock_drop_copy_client_on_another_machine(stack: Stack, trader: StockSession,
+                                                     tmp_path: Path) -> None:
+    """QuickFIX's own initiator, strict, its socket from 127.0.0.2 (SocketConnectSourceHost): it logs
+    on with its password, reads its firm's copies without a Reject, and its order is refused."""
+    with stock_sessions(tmp_path, stack.fix_port, ["ACMEDC"], app=PasswordClient,
+                        source_host=OUTSIDE) as (dc,):
+        assert connected_from(OUTSIDE, stack.fix_port), "the stock client's socket is not from 127.0.0.2"
+        with stock_sessions(tmp_path, stack.fix_port, ["ACME01"]) as (member,):
+            member.send("D", nos("acme-2", 2, 1, "111.00"))
+            copy = dc.client.wait("8", lambda m: m.get(11) == "acme-2")
+            assert (copy[128], copy[797], copy[150]) == ("ACME01", "Y", "0")
+        dc.send("D", nos("intruder-dc-stock", 1, 1, "100.00"))
+        er = dc.client.wait("8", lambda m: m.get(11) == "intruder-dc-stock")
+        assert (er[150], er[58]) == ("8", DROP_COPY_TEXT)
+        assert dc.client.session_rejects() == [] and dc.client.errors == []
+    still_trades(trader)
 
 
 def admin(stack: Stack, *args: str, token: str | None) -> subprocess.CompletedProcess[str]:
