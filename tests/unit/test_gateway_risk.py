@@ -272,3 +272,18 @@ def test_market_and_stop_orders_meet_the_limits_too() -> None:
     assert guard.check("D", market_text("R", "m3", 11)) is None
     refused = guard.check("D", market_text("R", "m4", 12))
     assert refused is not None and "MaxOrderValue" in refused.text
+
+
+def test_the_docs_example_sessions_file_reads_as_it_says() -> None:
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "risk-and-dropcopy.md").read_text()
+    match = re.search(r"```ini\n(.*?)```", page, re.S)
+    assert match is not None
+    specs = parse_sessions_text(match.group(1))
+    firms = parse_firms(match.group(1))
+    assert firm_of(specs, firms) == {"ACME01": "ACME", "ACME02": "ACME"}
+    assert drop_copy_sessions(specs) == {"ACMEDC": "ACME", "ACMEDC42": "ACME"}
+    assert firms["ACME"].limits == Limits(max_open_value=money("250000"))
+    assert specs[0].limits == Limits(max_order_qty=1000, collar_bp=500)
