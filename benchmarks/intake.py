@@ -38,13 +38,17 @@ from shared.redis_server import RedisServer, free_port
 from shared.schema import decode_batch
 
 
-def run(orders: int, out: Path | None, profile: Path | None) -> dict[str, Any]:
+def run(orders: int, out: Path | None, profile: Path | None, session_settings: str = "",
+        firms: str = "") -> dict[str, Any]:
+    """``session_settings``: more lines for the session's section (risk limits, say); ``firms``:
+    [FIRM] sections for the sessions file (benchmarks/risk.py)."""
     with tempfile.TemporaryDirectory(prefix="fixlab-intake-") as tmp:
         base = Path(tmp)
         server = RedisServer(base / "redis").start()
         port = free_port()
         sessions = base / "intake.cfg"
-        sessions.write_text(f"[SESSION]\nTargetCompID={COMP_ID}\nResetOnLogon=Y\nCheckLatency=N\n")
+        sessions.write_text(f"{firms}[SESSION]\nTargetCompID={COMP_ID}\nResetOnLogon=Y\nCheckLatency=N\n"
+                            + session_settings)
         env = {**os.environ, "REDIS_URL": server.url, "FIXLAB_FIX_PORT": str(port), "FIXLAB_LABS": "0",
                "FIXLAB_GATEWAY_ID": "intake", "FIXLAB_RUN_DIR": str(base / "run"),
                "FIXLAB_FIX_SESSIONS_FILE": str(sessions), "FIXLAB_GATEWAY_QUEUE": str(orders + 1000),

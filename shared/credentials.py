@@ -24,7 +24,7 @@ import os
 import secrets
 import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -47,10 +47,32 @@ class CredentialsError(ValueError):
     """A credentials file or a password that cannot be used: the message is one line, with no secret."""
 
 
-def known_comp_ids() -> frozenset[str]:
-    """Every CompID of every pool (the whole pool, whichever gateway accepts it)."""
+SESSIONS_FILE_ENV = "FIXLAB_FIX_SESSIONS_FILE"
+
+
+def known_comp_ids(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """Every CompID of every pool (the whole pool, whichever gateway accepts it), and the sessions
+    of the user's own file (FIXLAB_FIX_SESSIONS_FILE: a firm's sessions, its drop copy)."""
     ids = gateway_pools()
-    return frozenset(comp_id for pool in ids for comp_id in pool)
+    return frozenset(comp_id for pool in ids for comp_id in pool) | sessions_file_comp_ids(env)
+
+
+def sessions_file_comp_ids(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The TargetCompIDs of the sessions file FIXLAB_FIX_SESSIONS_FILE names (none when it is unset
+    or unreadable: the gateway says so itself when it starts)."""
+    value = (os.environ if env is None else env).get(SESSIONS_FILE_ENV, "").strip()
+    if not value:
+        return frozenset()
+    try:
+        text = Path(value).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    out: set[str] = set()
+    for line in text.splitlines():
+        key, sep, comp_id = line.strip().partition("=")
+        if sep and key.strip() == "TargetCompID" and comp_id.strip():
+            out.add(comp_id.strip())
+    return frozenset(out)
 
 
 def gateway_pools() -> tuple[tuple[str, ...], ...]:
@@ -168,7 +190,8 @@ def from_env(env: dict[str, str] | None = None) -> Credentials | None:
 def set_password(path: Path, comp_id: str, password: str) -> None:
     """Add or replace ``comp_id``'s line; the file is written whole (mode 0600) and renamed into place."""
     if comp_id not in known_comp_ids():
-        raise CredentialsError(f"{comp_id!r} is not a CompID of any pool (shared/compids.py)")
+        raise CredentialsError(f"{comp_id!r} is not a CompID of any pool (shared/compids.py) nor of "
+                               f"the sessions file (${SESSIONS_FILE_ENV})")
     line = f"{comp_id} {hash_password(password)}"
     kept: list[str] = []
     if path.exists():
@@ -254,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args[0] not in known_comp_ids():
-            raise CredentialsError(f"{args[0]!r} is not a CompID of any pool (shared/compids.py)")
+            raise CredentialsError(f"{args[0]!r} is not a CompID of any pool (shared/compids.py) nor "
+                                   f"of the sessions file (${SESSIONS_FILE_ENV})")
         set_password(Path(value), args[0], read_password())
     except (CredentialsError, OSError) as exc:
         sys.stderr.write(f"fixlab passwd: {exc}\n")

@@ -155,14 +155,16 @@ class FixClient:
 
     def __init__(self, port: int, comp_id: str, *, target: str = "FIXLAB", heartbeat_s: int = 30,
                  reset: bool = True, logon: bool = True, host: str = "127.0.0.1", begin: str = "FIX.4.4",
-                 logon_extra: list[tuple[int, object]] | None = None) -> None:
+                 logon_extra: list[tuple[int, object]] | None = None, source: str | None = None) -> None:
         """``begin``: the session's BeginString; ``logon_extra``: more Logon fields (a FIXT.1.1
-        session's DefaultApplVerID, 1137=9, say)."""
+        session's DefaultApplVerID, 1137=9, say); ``source``: the local address the socket comes
+        from (127.0.0.2: "another machine" to the gateway's address rules)."""
         self.comp_id = comp_id
         self.target = target
         self.begin = begin
         self.seq = 1
-        self.sock = socket.create_connection((host, port), timeout=10)
+        self.sock = socket.create_connection((host, port), timeout=10,
+                                             source_address=None if source is None else (source, 0))
         self.buf = b""
         self.received: list[dict[int, str]] = []
         if logon:

@@ -83,9 +83,10 @@ class StockClient(fix.Application):
 
 
 def stock_settings(path: Path, port: int, comps: list[str], heartbeat_s: int = 1,
-                   fix_version: str = "4.4") -> fix.SessionSettings:
+                   fix_version: str = "4.4", source_host: str | None = None) -> fix.SessionSettings:
     """QuickFIX's defaults, plus every validation switch on, with the installed dictionary of
-    ``fix_version`` (FIX44.xml; FIX42.xml; FIXT11.xml and FIX50SP2.xml, DefaultApplVerID 9)."""
+    ``fix_version`` (FIX44.xml; FIX42.xml; FIXT11.xml and FIX50SP2.xml, DefaultApplVerID 9);
+    ``source_host``: the local address its socket comes from (QuickFIX's SocketConnectSourceHost)."""
     v = version(fix_version)
     sessions = "".join(f"\n[SESSION]\nBeginString={v.begin_string}\nSenderCompID={c}\nTargetCompID=FIXLAB\n"
                        for c in comps)
@@ -96,6 +97,7 @@ def stock_settings(path: Path, port: int, comps: list[str], heartbeat_s: int = 1
     path.write_text(
         f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt={heartbeat_s}\nReconnectInterval=60\n"
         f"SocketConnectHost=127.0.0.1\nSocketConnectPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n"
+        + (f"SocketConnectSourceHost={source_host}\n" if source_host else "") +
         f"ResetOnLogon=Y\nUseDataDictionary=Y\n{dictionaries}"
         "ValidateUserDefinedFields=Y\nValidateFieldsOutOfOrder=Y\nValidateFieldsHaveValues=Y\n"
         "AllowUnknownMsgFields=N\nCheckLatency=N\n" + sessions)
@@ -147,16 +149,18 @@ class StockSession:
 @contextlib.contextmanager
 def stock_sessions(workdir: Path, port: int, comps: list[str], heartbeat_s: int = 1,
                    app: Callable[[], StockClient] = StockClient,
-                   fix_version: str | list[str] = "4.4") -> Iterator[list[StockSession]]:
+                   fix_version: str | list[str] = "4.4",
+                   source_host: str | None = None) -> Iterator[list[StockSession]]:
     """One stock initiator per CompID, logged on to 127.0.0.1:``port``; stopped on the way out.
     ``app`` makes each session's application (a StockClient that records more, for instance);
-    ``fix_version``: the sessions' version, or one per CompID."""
+    ``fix_version``: the sessions' version, or one per CompID; ``source_host``: the address the
+    sockets come from (127.0.0.2: another machine to the gateway's address rules)."""
     versions = fix_version if isinstance(fix_version, list) else [fix_version] * len(comps)
     sessions = [StockSession(comp, app(), v) for comp, v in zip(comps, versions, strict=True)]
     for s, v in zip(sessions, versions, strict=True):
         s.initiator = fix.SocketInitiator(s.client, fix.MemoryStoreFactory(),
                                           stock_settings(workdir / f"{s.comp}.cfg", port, [s.comp],
-                                                         heartbeat_s, v))
+                                                         heartbeat_s, v, source_host))
     try:
         for s in sessions:
             assert s.initiator is not None

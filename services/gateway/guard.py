@@ -20,6 +20,15 @@ DROP_COPY_TEXT = "a drop copy session receives copies of its firm's ExecutionRep
 _SIDES = {"1": BUY, "2": SELL}
 
 
+def field_of(raw: str, key: str) -> str | None:
+    """The value of the first field ``key`` ("\\x0155=": SOH, tag, "=") in a message's text, or None."""
+    start = raw.find(key)
+    if start < 0:
+        return None
+    start += len(key)
+    return raw[start:raw.find("\x01", start)]
+
+
 def sender_of(raw: str) -> str:
     """SenderCompID (49) of a message's text."""
     start = raw.find("\x0149=")
@@ -64,34 +73,47 @@ class Guard:
                 return self.inbound.refusal(msg_type, split_fields(raw), DROP_COPY_TEXT, ts)
             return None
         if msg_type == NEW_ORDER:
-            f = split_fields(raw)
             if session in self.killed:
+                f = split_fields(raw)
                 return Refusal(session, self.inbound._reject_body(f, REJ_BROKER_OPTION, KILLED_TEXT, ts),
                                KILLED_TEXT)
-            return self._limits(session, f, ts, new=True)
+            return self._limits(session, raw, ts, new=True)
         if msg_type == REPLACE:
-            f = split_fields(raw)
             if session in self.killed:
-                return self.inbound.refusal(REPLACE, f, KILLED_TEXT, ts)
-            return self._limits(session, f, ts, new=False)
+                return self.inbound.refusal(REPLACE, split_fields(raw), KILLED_TEXT, ts)
+            return self._limits(session, raw, ts, new=False)
         return None
 
-    def _limits(self, session: str, f: dict[str, str], ts: int, *, new: bool) -> Refusal | None:
+    def _limits(self, session: str, raw: str, ts: int, *, new: bool) -> Refusal | None:
         if session not in self.risk.watched:
             return None
-        symbol = f.get("55", "")
+        # The few fields the limits need, read from the text (splitting the whole message cost as
+        # much as the checks themselves); the refusal, rare, splits it.
+        symbol = field_of(raw, "\x0155=") or ""
         inst = self.inbound.instruments.get(symbol)
-        side = _SIDES.get(f.get("54", ""))
-        qty = _whole(f.get("38", ""))
-        ticks = self.inbound._ticks(inst, f.get("44", "")) if inst is not None else None
-        if inst is None or side is None or qty is None or qty < 1 or not isinstance(ticks, int):
+        side = _SIDES.get(field_of(raw, "\x0154=") or "")
+        qty = _whole(field_of(raw, "\x0138=") or "")
+        if inst is None or side is None or qty is None or qty < 1:
             return None  # not a valid order: the intake refuses it with its own reason
+        price = field_of(raw, "\x0144=")
+        collar = price is not None
+        ticks: int | str | None
+        if price is not None:
+            ticks = self.inbound._ticks(inst, price)
+        else:  # a market or stop order: valued at its StopPx, else the last trade (risk.py)
+            stop = field_of(raw, "\x0199=")
+            ticks = (self.inbound._ticks(inst, stop, 99, "StopPx") if stop is not None
+                     else self.risk.reference(symbol))
+        if isinstance(ticks, str):
+            return None  # a bad price: the intake refuses it with its own reason
         if new:
-            problem = self.risk.check(session, f.get("11", ""), symbol, side, ticks, qty)
+            problem = self.risk.check(session, field_of(raw, "\x0111=") or "", symbol, side, ticks, qty,
+                                      collar=collar)
             if problem is None:
                 return None
+            f = split_fields(raw)
             return Refusal(session, self.inbound._reject_body(f, REJECT_REASON, problem, ts), problem)
-        problem = self.risk.check_order(session, symbol, side, ticks, qty)
+        problem = self.risk.check_order(session, symbol, side, ticks, qty, collar=collar)
         if problem is None:
             return None
-        return self.inbound.refusal(REPLACE, f, problem, ts)
+        return self.inbound.refusal(REPLACE, split_fields(raw), problem, ts)

@@ -18,6 +18,11 @@ A session's limits apply to its own orders and open orders; a firm's (``[FIRM]``
 file) to the sum of its sessions' on this gateway. A breach is answered with an ExecutionReport
 Rejected, OrdRejReason 103=3 (Order exceeds limit) and a Text naming the limit.
 
+An order without a limit price (a market or a stop order) is valued at its StopPx (99), else at the
+instrument's last trade; before the first trade it cannot be valued and a session or firm with
+MaxOrderValue or MaxOpenValue refuses it (MaxOrderQty and MaxPosition need no price). The collar
+applies to limit prices (44) only: a stop's trigger is through the market by design.
+
 An order that passes is counted at once (before the matcher accepts it), so a burst cannot pass a
 limit between its orders' accepts; a Rejected for it gives its room back. Values are integers in
 units of 1e-6 of the price currency (``MICRO``), so the hot path does integer arithmetic only.
@@ -149,6 +154,11 @@ class RiskBook:
             firm = firm_of.get(session, "")
             self.accounts[session] = own + (("firm:" + firm,) if firm in self.firm_limits else ())
         self.watched = frozenset(self.accounts)
+        # Each account's limits and how a refusal names it, resolved once (the hot path's lookups).
+        self._plan: dict[str, tuple[tuple[str, Limits, str], ...]] = {
+            session: tuple((a, self._limits_of(a), f"firm {a[5:]}" if a.startswith("firm:") else "session")
+                           for a in accounts)
+            for session, accounts in self.accounts.items()}
         # Whether a price collar is set anywhere (then the gateway follows the trades: lasttrade.py).
         self.collars = any(lim.collar_bp is not None
                            for lim in (*self.limits.values(), *self.firm_limits.values()))
@@ -163,55 +173,70 @@ class RiskBook:
             return self.firm_limits[account[5:]]
         return self.limits[account]
 
-    def check(self, session: str, clordid: str, symbol: str, side: int, price: int, qty: int) -> str | None:
-        """None when a new order may go (and it is counted from now on), else the limit it breaks."""
-        accounts = self.accounts.get(session)
-        if accounts is None:
+    def reference(self, symbol: str) -> int | None:
+        """The price (ticks) an order without a limit price is valued at: the last trade, if any."""
+        return self.last_trade.get(symbol)
+
+    def check(self, session: str, clordid: str, symbol: str, side: int, price: int | None, qty: int,
+              *, collar: bool = True) -> str | None:
+        """None when a new order may go (and it is counted from now on), else the limit it breaks.
+        ``price``: ticks, None when the order has none to be valued at; ``collar``: False for a price
+        that is not a limit price (a stop's, the last trade's)."""
+        plan = self._plan.get(session)
+        if plan is None:
             return None
         tick = self.tick_micro.get(symbol)
         if tick is None:
             return None  # the intake refuses an unknown symbol itself
-        value = price * qty * tick
+        accounts = self.accounts[session]
+        value = None if price is None else price * qty * tick
         with self._lock:
-            for account in accounts:
-                problem = self._breach(account, symbol, side, price, qty, value)
+            for account, lim, who in plan:
+                problem = self._breach(account, lim, who, symbol, side, price, qty, value, collar=collar)
                 if problem is not None:
                     self.refused += 1
                     return problem
             key = (session, clordid)
             if key in self._orders:
                 return None  # a duplicate ClOrdID: the matcher rejects it, nothing to count
-            self._orders[key] = _Order(accounts, symbol, side, price, qty)
+            self._orders[key] = _Order(accounts, symbol, side, price or 0, qty)
             for account in accounts:
-                self._add(account, symbol, side, qty, value)
+                self._add(account, symbol, side, qty, value or 0)
         return None
 
-    def check_order(self, session: str, symbol: str, side: int, price: int, qty: int) -> str | None:
+    def check_order(self, session: str, symbol: str, side: int, price: int | None, qty: int,
+                    *, collar: bool = True) -> str | None:
         """A replace's new terms against the limits of one order (quantity, value, collar); its open
         value and position are counted when the matcher's Replaced comes back."""
-        accounts = self.accounts.get(session)
+        plan = self._plan.get(session)
         tick = self.tick_micro.get(symbol)
-        if accounts is None or tick is None:
+        if plan is None or tick is None:
             return None
-        value = price * qty * tick
+        value = None if price is None else price * qty * tick
         with self._lock:
-            for account in accounts:
-                problem = self._breach(account, symbol, side, price, qty, value, whole=False)
+            for account, lim, who in plan:
+                problem = self._breach(account, lim, who, symbol, side, price, qty, value, whole=False,
+                                       collar=collar)
                 if problem is not None:
                     self.refused += 1
                     return problem
         return None
 
-    def _breach(self, account: str, symbol: str, side: int, price: int, qty: int, value: int,
-                whole: bool = True) -> str | None:
-        lim = self._limits_of(account)
-        who = f"firm {account[5:]}" if account.startswith("firm:") else "session"
+    def _breach(self, account: str, lim: Limits, who: str, symbol: str, side: int, price: int | None,
+                qty: int, value: int | None, whole: bool = True, collar: bool = True) -> str | None:
         if lim.max_order_qty is not None and qty > lim.max_order_qty:
             return f"risk limit MaxOrderQty of the {who}: OrderQty {qty} exceeds {lim.max_order_qty}"
+        if value is None or price is None:
+            for name, limit in (("MaxOrderValue", lim.max_order_value), ("MaxOpenValue", lim.max_open_value)):
+                if limit is not None and (whole or name == "MaxOrderValue"):
+                    return (f"risk limit {name} of the {who}: an order without a price cannot be valued "
+                            f"before the first trade of {symbol}")
+            value = 0
+            collar = False
         if lim.max_order_value is not None and value > lim.max_order_value:
             return (f"risk limit MaxOrderValue of the {who}: order value {_fmt(value)} exceeds "
                     f"{_fmt(lim.max_order_value)}")
-        if lim.collar_bp is not None:
+        if lim.collar_bp is not None and collar and price is not None:
             last = self.last_trade.get(symbol)
             if last is not None:
                 off = (price - last) if side == BUY else (last - price)

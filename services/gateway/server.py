@@ -252,7 +252,7 @@ class Gateway:
         self.dropcopy = DropCopy(connect(common.redis_url), members, drop_copies, send=self.registry.send,
                                  logged_on=self.registry.is_logged_on,
                                  begin_string=self.registry.begin_string, holds=self._holds,
-                                 maxlen=common.stream_maxlen)
+                                 trd_match=trd_match_sessions(specs), maxlen=common.stream_maxlen)
         if self.dropcopy.active:
             self.reports.copy = self.dropcopy.keep
             self.app.copy = self.dropcopy.copy

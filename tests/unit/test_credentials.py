@@ -121,3 +121,18 @@ def test_fixlab_passwd_bad_input_one_line(tmp_path: Path, args: list[str], stdin
     assert done.returncode == code
     assert len(done.stderr.strip().splitlines()) == 1
     assert not path.exists()
+
+
+def test_the_sessions_files_comp_ids_may_have_passwords(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions = tmp_path / "sessions.cfg"
+    sessions.write_text("[FIRM]\nName=ACME\n[SESSION]\nTargetCompID = ACMEDC\nDropCopyFor=ACME\n")
+    assert credentials.sessions_file_comp_ids({"FIXLAB_FIX_SESSIONS_FILE": str(sessions)}) == {"ACMEDC"}
+    assert credentials.sessions_file_comp_ids({"FIXLAB_FIX_SESSIONS_FILE": str(tmp_path / "no")}) == set()
+    path = tmp_path / "creds"
+    monkeypatch.delenv("FIXLAB_FIX_SESSIONS_FILE", raising=False)
+    with pytest.raises(CredentialsError, match="not a CompID"):
+        credentials.set_password(path, "ACMEDC", "pw")
+    monkeypatch.setenv("FIXLAB_FIX_SESSIONS_FILE", str(sessions))
+    credentials.set_password(path, "ACMEDC", "pw")
+    assert credentials.load(path).verify("ACMEDC", "pw")

@@ -235,3 +235,55 @@ def test_the_guard_refuses_killed_and_drop_copy_sessions() -> None:
     assert over is not None and "\x01103=3\x01" in over.body and "MaxOrderQty" in over.body
     assert guard.check("D", nos_text("R", "r2", qty=5)) is None
     assert guard.check("D", nos_text("R", "r3", qty=0)) is None  # the intake's own refusal says why
+
+
+def test_a_copy_without_trd_match_id() -> None:
+    from services.gateway.dropcopy import copy_fields, without_trd_match_id
+
+    body = "35=8\x0117=E1\x0131=100\x01527=M7\x01880=M7\x01"
+    assert without_trd_match_id(body) == "35=8\x0117=E1\x0131=100\x01527=M7\x01"
+    assert without_trd_match_id("35=8\x01880=M7\x0160=x\x01") == "35=8\x0160=x\x01"
+    assert without_trd_match_id("35=8\x0118800=1\x01") == "35=8\x0118800=1\x01"  # another tag
+    assert copy_fields("ACME01", "FIX.4.4") == "128=ACME01\x01797=Y\x01"
+    assert copy_fields("ACME01", "FIX.4.2") == "128=ACME01\x01"  # FIX42.xml has no 797
+
+
+def market_text(session: str, clordid: str, qty: int, stop: str | None = None) -> str:
+    terms = f"\x0140=3\x0199={stop}" if stop is not None else "\x0140=1"
+    return (f"8=FIX.4.4\x019=0\x0135=D\x0149={session}\x0156=FIXLAB\x0134=2\x0111={clordid}\x0155=ACORN.LAB"
+            f"\x0154=1\x0160=20260101-00:00:00\x0138={qty}{terms}\x0110=000\x01")
+
+
+def test_market_and_stop_orders_meet_the_limits_too() -> None:
+    risk = RiskBook([ACORN], {"R": Limits(max_order_qty=50, max_order_value=money("1000"), collar_bp=500)},
+                    {}, {})
+    guard = Guard(Inbound([ACORN], "gw"), risk, lambda: 1)
+    over = guard.check("D", market_text("R", "m1", 51))
+    assert over is not None and "MaxOrderQty" in over.text and "\x01103=3\x01" in over.body
+    # No trade yet: a market order cannot be valued, and a value limit refuses it.
+    unvalued = guard.check("D", market_text("R", "m2", 5))
+    assert unvalued is not None and "cannot be valued before the first trade of ACORN.LAB" in unvalued.text
+    # A stop order is valued at its StopPx (and the collar, for limit prices, does not apply to it).
+    risk.trade("ACORN.LAB", 9000)
+    assert guard.check("D", market_text("R", "s1", 10, stop="99.00")) is None  # 990, 10% through
+    stop_over = guard.check("D", market_text("R", "s2", 11, stop="99.00"))  # 1089
+    assert stop_over is not None and "MaxOrderValue" in stop_over.text
+    # After a trade at 90.00 a market order is valued at it: 11 x 90 = 990 passes, 12 x 90 = 1080 not.
+    assert guard.check("D", market_text("R", "m3", 11)) is None
+    refused = guard.check("D", market_text("R", "m4", 12))
+    assert refused is not None and "MaxOrderValue" in refused.text
+
+
+def test_the_docs_example_sessions_file_reads_as_it_says() -> None:
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "risk-and-dropcopy.md").read_text()
+    match = re.search(r"```ini\n(.*?)```", page, re.S)
+    assert match is not None
+    specs = parse_sessions_text(match.group(1))
+    firms = parse_firms(match.group(1))
+    assert firm_of(specs, firms) == {"ACME01": "ACME", "ACME02": "ACME"}
+    assert drop_copy_sessions(specs) == {"ACMEDC": "ACME", "ACMEDC42": "ACME"}
+    assert firms["ACME"].limits == Limits(max_open_value=money("250000"))
+    assert specs[0].limits == Limits(max_order_qty=1000, collar_bp=500)
