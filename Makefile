@@ -58,7 +58,7 @@ run: install
 run-cluster: install
 	@$(BIN)/python -m services --cluster
 
-test: install browser docker-engine lint screenshots
+test: install browser docker-engine lint
 	@$(BIN)/python -m pytest
 
 test-fast: install
@@ -99,7 +99,8 @@ docs: install
 	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict -a 127.0.0.1:$(DOCS_PORT)
 
 # The README's and the site's screenshots, from a fresh stack of their own: the lab page in chromium
-# (Playwright) and the terminal client's full screen (Textual's SVG). `make test` retakes them.
+# (Playwright) and the terminal client's full screen (Textual's SVG). tests/e2e/test_screenshots.py
+# takes them the same way into a temporary folder; this target rewrites the committed ones.
 screenshots: install browser
 	@$(BIN)/python -m tools.screenshots --out docs/images
 
