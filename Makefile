@@ -13,6 +13,11 @@ system-deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
 	  echo "make: installing redis-server and redis-cli (Debian packages)"; \
 	  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null; }
+	@# The TLS port (docs/security.md): stunnel4 in front of the plain acceptor, openssl for a
+	@# self-signed certificate (the quickfix build has no SSL of its own).
+	@command -v stunnel4 >/dev/null 2>&1 && command -v openssl >/dev/null 2>&1 || { \
+	  echo "make: installing stunnel4 and openssl (Debian packages) for the TLS port"; \
+	  apt-get update -qq && apt-get install -y -qq stunnel4 openssl >/dev/null; }
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,8 +55,9 @@ compose-up:
 compose-up-cluster:
 	@$(PY) -m tools.compose up -f deploy/compose.cluster.yml
 
+# FIX over TLS on 9879 beside the plain 9878 (docs/security.md); FIXLAB_FIX_TLS_PORT=0 turns it off.
 run: install
-	@$(BIN)/python -m services
+	@FIXLAB_FIX_TLS_PORT=$${FIXLAB_FIX_TLS_PORT-9879} $(BIN)/python -m services
 
 # The same stack on a private 3-master Redis Cluster (data in .run/cluster/), two matcher shards and
 # two gateways (deploy/SCALING.md): prints the page's address and each gateway's FIX address.
