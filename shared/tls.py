@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import ssl
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +221,54 @@ def client_context(ca_file: Path | None = None, *, insecure: bool = False) -> ss
             raise ConfigError(f"TLS CA file {ca_file}: {exc}") from None
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     return ctx
+
+
+class ClientTunnel:
+    """stunnel in client mode on a free loopback port, TLS to ``host:port``: for QuickFIX initiators
+    (the bench's), which cannot speak TLS themselves. A context manager; ``port`` is where to connect."""
+
+    def __init__(self, workdir: Path, host: str, port: int, *, ca_file: Path | None = None,
+                 insecure: bool = False, stunnel: str = "") -> None:
+        self.workdir = workdir
+        self.host, self.remote_port = host, port
+        self.ca_file, self.insecure = ca_file, insecure
+        self.stunnel = stunnel or find_stunnel(os.environ)
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ClientTunnel:
+        if not self.stunnel:
+            raise ConfigError("--tls needs stunnel4 for the bench's initiators: `apt-get install stunnel4`")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        conf = self.workdir / f"stunnel-client-{self.remote_port}.conf"
+        conf.write_text(client_config(accept_port=self.port, host=self.host, port=self.remote_port,
+                                      ca_file=self.ca_file, insecure=self.insecure))
+        log = (self.workdir / f"stunnel-client-{self.remote_port}.log").open("wb")
+        self.proc = subprocess.Popen([self.stunnel, str(conf)], stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.poll() is not None:
+                raise ConfigError(f"stunnel (client) exited with {self.proc.returncode}: see {log.name}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.__exit__()
+                    raise ConfigError(f"stunnel (client) did not listen on 127.0.0.1:{self.port}") from None
+                time.sleep(0.02)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
