@@ -177,7 +177,6 @@ def server_config(listeners: Sequence[Listener], *, host: str, cert: Path, key: 
             f"key = {key}",
             "sslVersionMin = TLSv1.2",
             f"TIMEOUTbusy = {HANDSHAKE_TIMEOUT_S}",
-            "TIMEOUTclose = 0",
             # Small messages both ways: Nagle would hold each one back for the previous one's ACK.
             "socket = l:TCP_NODELAY=1",
             "socket = r:TCP_NODELAY=1",
