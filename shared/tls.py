@@ -149,7 +149,8 @@ def listeners(env: Mapping[str, str], tls_port: int) -> list[Listener]:
     base = env_int(env, ENV_PREFIX + "FIX_PORT", 9878, lo=1, hi=65536 - count)
     if tls_port + count - 1 > 65535:
         raise ConfigError(f"{TLS_PORT_ENV}={tls_port}: {count} TLS ports in a row do not fit below 65536")
-    out = [Listener(f"fix-tls-gw{k}", tls_port + k - 1, gateway_fix_port(base, k)) for k in range(1, count + 1)]
+    out = [Listener(f"fix-tls-gw{k}", tls_port + k - 1, gateway_fix_port(base, k))
+           for k in range(1, count + 1)]
     clash = {x.tls_port for x in out} & {x.fix_port for x in out}
     if clash:
         raise ConfigError(f"{TLS_PORT_ENV}={tls_port} overlaps the FIX port(s) {sorted(clash)}")
@@ -191,7 +192,8 @@ def client_config(*, accept_port: int, host: str, port: int, ca_file: Path | Non
              "client = yes", f"accept = 127.0.0.1:{accept_port}", f"connect = {host}:{port}",
              "sslVersionMin = TLSv1.2", "socket = l:TCP_NODELAY=1", "socket = r:TCP_NODELAY=1"]
     if not insecure:
-        lines += ["verifyChain = yes", f"checkHost = {host}" if not host[0].isdigit() else f"checkIP = {host}"]
+        check = f"checkIP = {host}" if host[0].isdigit() or ":" in host else f"checkHost = {host}"
+        lines += ["verifyChain = yes", check]
         lines.append(f"CAfile = {ca_file}" if ca_file else "CApath = /etc/ssl/certs")
     return "\n".join(lines) + "\n"
 

@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, addresses, instruments, redis_url)
 
 
-def _run(args: argparse.Namespace, addresses: tuple[tuple[str, int], ...], instruments: tuple[tuple[str, str], ...],
+def _run(args: argparse.Namespace, addresses: tuple[tuple[str, int], ...],
+         instruments: tuple[tuple[str, str], ...],
          redis_url: str) -> int:
     config = BenchConfig(
         addresses=addresses, sessions=args.sessions, window=args.window,

@@ -96,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     args.results_dir.mkdir(parents=True, exist_ok=True)
     (args.results_dir / "tls.json").write_text(json.dumps(doc, indent=2) + "\n")
     (args.results_dir / "tls.md").write_text(markdown(doc))
-    for run, modes in out.items():
-        for mode, row in modes.items():
+    for run, summary in out.items():
+        for mode, row in summary.items():
             say(f"{run} {mode}: {row['orders_per_s']:,.0f} orders/s, p50 {row['p50_us']:,.0f} µs, "
                 f"lost {row['lost']}")
-    return 0 if all(row["lost"] == 0 for modes in out.values() for row in modes.values()) else 1
+    return 0 if all(row["lost"] == 0 for summary in out.values() for row in summary.values()) else 1
 
 
 if __name__ == "__main__":

@@ -36,8 +36,8 @@ from services.client.session import (
     SessionError,
     connect_free,
 )
-from shared.config import ConfigError, env_int
 from shared.compids import CLIENT42_COMP_IDS, CLIENT50_COMP_IDS, CLIENT_COMP_IDS, EXCHANGE_COMP_ID
+from shared.config import ConfigError, env_int
 from shared.fix import dictionary
 from shared.fix.versions import VERSIONS, version
 from shared.tls import DEFAULT_TLS_PORT, TLS_PORT_ENV, client_context, default_ca_file
@@ -55,7 +55,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tls", action="store_true",
                    help="speak TLS 1.2+ to the exchange's TLS port (stunnel in front of its acceptor)")
     p.add_argument("--tls-ca", type=Path,
-                   help="--tls: the CA file to verify the exchange's certificate with (default FIXLAB_TLS_CA, "
+                   help="--tls: the CA file to verify the exchange's certificate with (default "
+                        "FIXLAB_TLS_CA, "
                         "else a local run's self-signed FIXLAB_RUN_DIR/tls/cert.pem, else the system's CAs)")
     p.add_argument("--tls-insecure", action="store_true",
                    help="--tls: accept any certificate, unverified (a local run's self-signed one)")

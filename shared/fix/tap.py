@@ -60,7 +60,8 @@ def _why(exc: BaseException, tls: bool) -> str:
     """One line for a failed connect: a TLS failure says so (a certificate not verified, a peer that
     does not speak TLS: a plain FIX port)."""
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS: its certificate was not verified: {exc.verify_message} (--tls-ca FILE, or --tls-insecure)"
+        return (f"TLS: its certificate was not verified: {exc.verify_message} "
+                "(--tls-ca FILE, or --tls-insecure)")
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed: {exc.reason or exc}"
     if isinstance(exc, TimeoutError):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from services.client.session import LOGGED_OUT, LOGGED_ON, ClientSession, Record, SessionError
+from services.client.session import LOGGED_ON, LOGGED_OUT, ClientSession, Record, SessionError
 from shared.redis_server import free_port
 from shared.tls import client_context
 from tests.gateway_stack import FixClient, Stack, fix_now, gateway_stack, stop_process, wait_port
@@ -27,7 +27,8 @@ from tests.helpers import eventually
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not (shutil.which("stunnel4") or shutil.which("stunnel")) or not shutil.which("openssl"),
+    pytest.mark.skipif(not (shutil.which("stunnel4") or shutil.which("stunnel"))
+                       or not shutil.which("openssl"),
                        reason="needs stunnel4 and openssl (make install's system-deps installs them)"),
 ]
 
@@ -57,7 +58,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tls]:
                "FIXLAB_RUN_DIR": str(run_dir), "FIXLAB_GATEWAYS": "1"}
         with log.open("ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", "services.tls"], env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
         try:
             wait_port(port, proc, log)
             yield Tls(stack, port, run_dir / "tls" / "cert.pem", log)
@@ -87,8 +89,9 @@ def trade_over_tls(t: Tls, comp_id: str, begin: str, clordid: str) -> None:
         session.send(fields)
 
         def new_report() -> bool:
-            return any(r.source == "exchange" and b"\x0135=8\x01" in r.raw and f"\x0111={clordid}\x01".encode()
-                       in r.raw and b"\x01150=0\x01" in r.raw for r in list(records))
+            mine = f"\x0111={clordid}\x01".encode()
+            return any(r.source == "exchange" and b"\x0135=8\x01" in r.raw and mine in r.raw
+                       and b"\x01150=0\x01" in r.raw for r in list(records))
         eventually(new_report, timeout=15)
 
 

@@ -83,7 +83,8 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=int(os.environ.get("FIXLAB_FIX_PORT", "9878")),
                    help="its FIX port (default FIXLAB_FIX_PORT or 9878)")
     p.add_argument("--tls-port", type=int,
-                   help=f"the TLS port `logon ... tls` steps use (default FIXLAB_FIX_TLS_PORT or {DEFAULT_TLS_PORT})")
+                   help="the TLS port `logon ... tls` steps use (default FIXLAB_FIX_TLS_PORT or "
+                        f"{DEFAULT_TLS_PORT})")
     p.add_argument("--tls-ca", type=Path, help="the CA file those verify the exchange's certificate with "
                    "(default FIXLAB_TLS_CA, else a local run's FIXLAB_RUN_DIR/tls/cert.pem)")
     p.add_argument("--tls-insecure", action="store_true", help="accept any certificate, unverified")
