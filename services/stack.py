@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from shared.config import ENV_PREFIX, env_int, gateway_count, gateway_fix_port, parse_instruments
 from shared.supervisor import ServiceSpec
-from shared.tls import tls_settings
+from shared.tls import tls_port
 
 # Order matters: each service starts after the ones before it. Entries are (name, module).
 SERVICE_MODULES = (
@@ -97,7 +97,7 @@ def stack_specs(python: str = sys.executable, env: Mapping[str, str] | None = No
     env = os.environ if env is None else env
     shards = matcher_shards(env)  # checked even before the matcher exists: a bad map fails here
     gateways = gateway_instances(env)
-    tls = tls_settings(env).enabled  # checked here too: a TLS port without stunnel fails at start
+    tls = tls_port(env) != 0
     specs = []
     for name, module in SERVICE_MODULES:
         if only_present and not _present(module):

@@ -81,10 +81,15 @@ def find_stunnel(env: Mapping[str, str]) -> str:
     return ""
 
 
+def tls_port(env: Mapping[str, str]) -> int:
+    """FIXLAB_FIX_TLS_PORT: the first gateway's TLS port; 0 (the default): none."""
+    return env_int(env, TLS_PORT_ENV, 0, lo=0, hi=65535)
+
+
 def tls_settings(env: Mapping[str, str] | None = None) -> TlsSettings:
     """Read and check the TLS port's settings; raise ConfigError with one clear line."""
     env = os.environ if env is None else env
-    port = env_int(env, TLS_PORT_ENV, 0, lo=0, hi=65535)
+    port = tls_port(env)
     cert_raw = env_opt_str(env, ENV_PREFIX + "TLS_CERT")
     key_raw = env_opt_str(env, ENV_PREFIX + "TLS_KEY")
     if bool(cert_raw) != bool(key_raw):
