@@ -145,7 +145,7 @@ def test_stages_build_once_and_the_runtime_has_no_build_tools(parsed: list[Stage
                 if "apt-get install" in step:
                     packages = {w for w in step.split("install", 1)[1].split() if not w.startswith("-")}
                     assert packages == RUNTIME_PACKAGES, f"{stage.name}: {step}"
-                    assert "rm -rf /var/lib/apt/lists/*" in ins, f"{stage.name}: the apt lists stay in the layer"
+                    assert "rm -rf /var/lib/apt/lists/*" in ins, f"{stage.name}: apt lists left in the layer"
     assert any("stunnel4" in ins for ins in base.lines)
     # The runtime gets only the wheels from the build stage, and installs them without an index.
     refs = re.findall(r"from=(\w+)", " ".join(base.lines + app.lines))
