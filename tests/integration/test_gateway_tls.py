@@ -39,6 +39,7 @@ class Tls:
     port: int
     ca: Path
     log: Path
+    run_dir: Path
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -62,7 +63,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tls]:
                                     start_new_session=True)
         try:
             wait_port(port, proc, log)
-            yield Tls(stack, port, run_dir / "tls" / "cert.pem", log)
+            yield Tls(stack, port, run_dir / "tls" / "cert.pem", log, run_dir)
         except BaseException:
             sys.stderr.write(f"----- stunnel log -----\n{log.read_text(errors='replace')[-6000:]}\n")
             raise
@@ -182,6 +183,43 @@ def test_the_own_address_rule_treats_tls_connections_as_external(tls: Tls) -> No
     with FixClient(tls.stack.fix_port, "BENCH001") as c:
         assert c.received[-1][35] == "A"
         c.logout()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(t: Tls, argv: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    # FIXLAB_RUN_DIR: the local run's self-signed certificate is the CA the commands find by default.
+    env = {**os.environ, "FIXLAB_RUN_DIR": str(t.run_dir), "FIXLAB_FIX_TLS_PORT": str(t.port)}
+    return subprocess.run([sys.executable, *argv], input=stdin, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env=env)
+
+
+def test_fixlab_client_tls_trades_and_says_why_it_cannot_on_the_plain_port(tls: Tls) -> None:
+    done = _run(tls, ["-m", "services.client", "--tls", "--plain", "--comp-id", "CLIENT02", "--linger", "2"],
+                "buy ACORN.LAB 80.00 3\n")  # --tls: FIXLAB_FIX_TLS_PORT's port, verified with the local CA
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any("<- ExecutionReport 35=8" in x and "ExecType(150)=0 (New)" in x for x in lines)
+    assert done.stderr == ""
+    wrong = _run(tls, ["-m", "services.client", "--tls", "--plain", "--comp-id", "CLIENT02",
+                       "--port", str(tls.stack.fix_port)])
+    assert wrong.returncode == 1
+    (line,) = wrong.stderr.strip().splitlines()
+    assert "TLS" in line, line
+
+
+def test_a_scenario_logs_on_over_tls(tls: Tls, tmp_path: Path) -> None:
+    scenario = tmp_path / "tls.scenario"
+    scenario.write_text("# over TLS and plain in one scenario\n"
+                        "logon A CLIENT03 tls\nlogon B CLIENT04\n"
+                        "send A 35=D 11=$run-s 55=BIRCH.LAB 54=2 38=4 40=2 44=26.00 60=$now\n"
+                        "expect A 35=8 11=$run-s 150=0\n"
+                        "send B 35=D 11=$run-b 55=BIRCH.LAB 54=1 38=4 40=2 44=26.00 60=$now\n"
+                        "expect B 35=8 11=$run-b 150=F 31=26.00\n"
+                        "expect A 35=8 11=$run-s 150=F 31=26.00\n")
+    done = _run(tls, ["-m", "services.client.scenario", str(scenario), "--port", str(tls.stack.fix_port)])
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _client_hello() -> bytes:
