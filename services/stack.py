@@ -8,7 +8,7 @@ The gateway runs FIXLAB_GATEWAYS times (default 1: one service named "gateway", 
 N is a service named "gateway-k" with FIXLAB_GATEWAY_ID=gwk, FIXLAB_GATEWAY_INDEX=k (it accepts the
 k-th range of every CompID pool, shared.compids) and FIXLAB_FIX_PORT = the base port + k - 1.
 
-With FIXLAB_FIX_TLS_PORT set (``make run`` sets 9879), a service named "tls" runs stunnel4 in front
+With FIXLAB_FIX_TLS_PORT set (``make run`` sets 9898), a service named "tls" runs stunnel4 in front
 of the gateways (``python -m services.tls``, shared/tls.py): one TLS port per gateway, in a row.
 """
 

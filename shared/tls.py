@@ -37,7 +37,7 @@ from shared.config import (
 )
 
 TLS_PORT_ENV = ENV_PREFIX + "FIX_TLS_PORT"
-DEFAULT_TLS_PORT = 9879  # what `make run` sets; the code's default is 0, no TLS port
+DEFAULT_TLS_PORT = 9898  # what `make run` sets; the code's default is 0, no TLS port
 DEFAULT_SOURCE = "127.0.0.3"
 STUNNEL_NAMES = ("stunnel4", "stunnel")
 # How long stunnel waits for the next bytes of a handshake (or of any busy connection): a peer that

@@ -5,7 +5,7 @@
     fixlab client --comp-id CLIENT05 --host 10.0.0.2 --port 9878 --target FIXLAB --heartbeat 30
     fixlab client --store ~/.fixlab/store  sequence numbers survive a restart (QuickFIX FileStore)
     fixlab client --plain                  one decoded line per message; commands from stdin
-    fixlab client --tls                    over TLS to the TLS port (127.0.0.1:9879, stunnel), verifying the
+    fixlab client --tls                    over TLS to the TLS port (127.0.0.1:9898, stunnel), verifying the
                                            certificate with FIXLAB_TLS_CA or a local run's .run/tls/cert.pem
     fixlab client --tls --tls-insecure     ... accepting any certificate (knowingly: a self-signed one)
     fixlab client --fix-version 4.2        FIX 4.2 (CLIENT42-01..08), or 5.0SP2 (FIXT.1.1, CLIENT50-01..08)

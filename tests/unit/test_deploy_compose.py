@@ -31,8 +31,8 @@ MODULE_OF = dict(SERVICE_MODULES)
 INFRA = {"redis"}  # not started by the runner: `make run` starts its own redis-server
 # Service publishing a port: (its variable, default, the service listening there). The TLS port's stunnel
 # shares the gateway's network namespace, so the gateway publishes it; the plain FIX port stays inside.
-PUBLISHED = {"gateway": ("FIXLAB_FIX_TLS_PORT", 9879, "tls"), "web": ("FIXLAB_WEB_PORT", 8000, "web")}
-MAKE_RUN = {"FIXLAB_FIX_TLS_PORT": "9879"}  # what the Makefile's `run` sets
+PUBLISHED = {"gateway": ("FIXLAB_FIX_TLS_PORT", 9898, "tls"), "web": ("FIXLAB_WEB_PORT", 8000, "web")}
+MAKE_RUN = {"FIXLAB_FIX_TLS_PORT": "9898"}  # what the Makefile's `run` sets
 NOT_READ_BY_CODE = {"PYTHONUNBUFFERED"}  # the interpreter's, set by the runner too
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$\$")
