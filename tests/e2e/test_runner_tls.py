@@ -38,7 +38,8 @@ def client_buys(run_dir: Path, tls_port: int, comp_id: str) -> None:
                           timeout=60, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any("<- ExecutionReport 35=8" in x and "ExecType(150)=0 (New)" in x for x in lines), done.stdout[-3000:]
+    new = [x for x in lines if "<- ExecutionReport 35=8" in x and "ExecType(150)=0 (New)" in x]
+    assert new, done.stdout[-3000:]
 
 
 def test_make_run_serves_tls_restarts_it_and_stops_it(tmp_path: Path) -> None:
