@@ -101,7 +101,8 @@ def tls_settings(env: Mapping[str, str] | None = None) -> TlsSettings:
         if path is not None and not path.is_file():
             raise ConfigError(f"{name}={path} is not a readable file")
     source = env_str(env, ENV_PREFIX + "FIX_TLS_SOURCE", DEFAULT_SOURCE)
-    if not source.startswith("127."):
+    # 127.0.0.1 is where the exchange's own sessions come from: TLS ones must be told apart from them.
+    if not source.startswith("127.") or source == "127.0.0.1":
         raise ConfigError(f"FIXLAB_FIX_TLS_SOURCE={source!r} must be a loopback address (127.x.y.z) other "
                           "than the exchange's own (FIXLAB_OWN_ADDRESSES)")
     stunnel = find_stunnel(env)

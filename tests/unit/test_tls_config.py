@@ -37,6 +37,7 @@ def test_no_tls_port_unless_one_is_set() -> None:
     ({"FIXLAB_TLS_CERT": "/etc/hostname"}, "go together"),
     ({"FIXLAB_TLS_CERT": "/nonexistent.pem", "FIXLAB_TLS_KEY": "/nonexistent.key"}, "not a readable file"),
     ({"FIXLAB_FIX_TLS_SOURCE": "10.0.0.3"}, "loopback"),
+    ({"FIXLAB_FIX_TLS_SOURCE": "127.0.0.1"}, "other than the exchange's own"),
     ({"FIXLAB_FIX_TLS_PORT": "9879", "FIXLAB_STUNNEL": "no-such-stunnel"}, "needs stunnel4"),
 ])
 def test_bad_settings_fail_with_one_line(env: dict[str, str], says: str) -> None:
