@@ -195,7 +195,7 @@ def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: 
     # Each healthcheck fails once its service is gone (it can fail, so passing meant something): at
     # once when the service removed its report on the way out, else when the report's TTL runs out.
     stack.down()
-    for name in ("matcher", "gateway", "bots"):
+    for name in ("matcher", "gateway", "bots", "tls"):
         test = stack.lab[name]["healthcheck"]["test"]
 
         def failing(test: list[str] = test, name: str = name) -> bool:
