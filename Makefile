@@ -13,6 +13,11 @@ system-deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
 	  echo "make: installing redis-server and redis-cli (Debian packages)"; \
 	  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null; }
+	@# The TLS port (docs/security.md): stunnel4 in front of the plain acceptor, openssl for a
+	@# self-signed certificate (the quickfix build has no SSL of its own).
+	@command -v stunnel4 >/dev/null 2>&1 && command -v openssl >/dev/null 2>&1 || { \
+	  echo "make: installing stunnel4 and openssl (Debian packages) for the TLS port"; \
+	  apt-get update -qq && apt-get install -y -qq stunnel4 openssl >/dev/null; }
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,8 +55,9 @@ compose-up:
 compose-up-cluster:
 	@$(PY) -m tools.compose up -f deploy/compose.cluster.yml
 
+# FIX over TLS on 9898 beside the plain 9878 (docs/security.md); FIXLAB_FIX_TLS_PORT=0 turns it off.
 run: install
-	@$(BIN)/python -m services
+	@FIXLAB_FIX_TLS_PORT=$${FIXLAB_FIX_TLS_PORT-9898} $(BIN)/python -m services
 
 # The same stack on a private 3-master Redis Cluster (data in .run/cluster/), two matcher shards and
 # two gateways (deploy/SCALING.md): prints the page's address and each gateway's FIX address.
@@ -68,6 +74,8 @@ bench: install
 	@$(BIN)/python -m services.bench.suite
 	@# 4x8 for each FIX version (4.4, 4.2, 5.0 SP2) on one lean exchange, alternated, side by side.
 	@$(BIN)/python -m services.bench.versions
+	@# Issue 32: 1x1 and 4x8 over the TLS port (stunnel4 on both sides) and plain, alternated, side by side.
+	@$(BIN)/python -m services.bench.tls --rounds 3
 	@# A lone order's round trip hop by hop (shared/hoptrace.py), beside the engine alone and the relay.
 	@$(BIN)/python -m benchmarks.hops --out benchmarks/results/hops.json
 	@# The exchange's own steps for one order, warm and with the CPU caches flushed between orders.

@@ -20,17 +20,26 @@ from shared.operator import TOKEN_ENV, TOKEN_FILE_ENV, ensure_token_file, load_t
 from shared.redis_cluster import ClusterError, LocalCluster
 from shared.redis_server import APPENDFSYNC, DEFAULT_APPENDFSYNC, RedisServer
 from shared.supervisor import Supervisor
+from shared.tls import listeners, tls_settings
 
 
 def fix_addresses(env: dict[str, str]) -> list[str]:
     """One line per gateway: its name, FIX address and, with several, the CompIDs it accepts."""
     count = gateway_count(env)
+    tls = tls_settings(env)
+    lines = []
     if count == 1:
         port = env_int(env, FIX_PORT_ENV, 9878, lo=1, hi=65535)
-        return [f"FIX acceptor: 127.0.0.1:{port} (SenderCompID FIXLAB)"]
-    return [f"FIX acceptor {name}: 127.0.0.1:{own[FIX_PORT_ENV]} (SenderCompID FIXLAB; "
-            f"{gateway_comp_ids(k, count).summary()})"
-            for k, (name, own) in enumerate(gateway_instances(env), 1)]
+        lines.append(f"FIX acceptor: 127.0.0.1:{port} (SenderCompID FIXLAB)")
+    else:
+        lines += [f"FIX acceptor {name}: 127.0.0.1:{own[FIX_PORT_ENV]} (SenderCompID FIXLAB; "
+                  f"{gateway_comp_ids(k, count).summary()})"
+                  for k, (name, own) in enumerate(gateway_instances(env), 1)]
+    if tls.enabled:
+        cert = tls.cert or tls.tls_dir / "cert.pem"
+        lines += [f"FIX over TLS: {tls.host}:{x.tls_port} -> 127.0.0.1:{x.fix_port} (stunnel4; certificate "
+                  f"{cert}; `fixlab client --tls`)" for x in listeners(env, tls.port)]
+    return lines
 
 
 def operator_token(env: dict[str, str], run_dir: Path) -> str:

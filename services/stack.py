@@ -7,6 +7,9 @@ deploy/SCALING.md). With every instrument on the default shard there is one serv
 The gateway runs FIXLAB_GATEWAYS times (default 1: one service named "gateway", as ever). Gateway k of
 N is a service named "gateway-k" with FIXLAB_GATEWAY_ID=gwk, FIXLAB_GATEWAY_INDEX=k (it accepts the
 k-th range of every CompID pool, shared.compids) and FIXLAB_FIX_PORT = the base port + k - 1.
+
+With FIXLAB_FIX_TLS_PORT set (``make run`` sets 9898), a service named "tls" runs stunnel4 in front
+of the gateways (``python -m services.tls``, shared/tls.py): one TLS port per gateway, in a row.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 
 from shared.config import ENV_PREFIX, env_int, gateway_count, gateway_fix_port, parse_instruments
 from shared.supervisor import ServiceSpec
+from shared.tls import tls_port
 
 # Order matters: each service starts after the ones before it. Entries are (name, module).
 SERVICE_MODULES = (
@@ -25,6 +29,7 @@ SERVICE_MODULES = (
     ("gateway", "services.gateway"),
     ("web", "services.web"),
     ("bots", "services.bots"),
+    ("tls", "services.tls"),  # only with FIXLAB_FIX_TLS_PORT set
 )
 # What each service talks to, among the services above (docker-compose.yml's depends_on says the
 # same). Services stop in the reverse order: web and bots, then the gateway, then the matchers (and
@@ -34,6 +39,7 @@ DEPENDS_ON = {
     "gateway": ("matcher",),
     "web": ("gateway",),
     "bots": ("gateway",),
+    "tls": ("gateway",),
 }
 SHARD_ENV = "FIXLAB_MATCHER_SHARD"
 GATEWAY_ID_ENV = ENV_PREFIX + "GATEWAY_ID"
@@ -91,6 +97,7 @@ def stack_specs(python: str = sys.executable, env: Mapping[str, str] | None = No
     env = os.environ if env is None else env
     shards = matcher_shards(env)  # checked even before the matcher exists: a bad map fails here
     gateways = gateway_instances(env)
+    tls = tls_port(env) != 0
     specs = []
     for name, module in SERVICE_MODULES:
         if only_present and not _present(module):
@@ -102,6 +109,8 @@ def stack_specs(python: str = sys.executable, env: Mapping[str, str] | None = No
         elif name == "gateway":
             for label, own in gateways:
                 specs.append(ServiceSpec(label, (python, "-m", module), own, tier(name)))
+        elif name == "tls" and not tls:
+            continue
         else:
             specs.append(ServiceSpec(name, (python, "-m", module), tier=tier(name)))
     return specs

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +18,7 @@ from services.bench.plan import gateway_addresses
 from services.bench.runner import BenchConfig, run
 from shared import logs
 from shared.config import ConfigError, gateway_count
+from shared.tls import ClientTunnel, default_ca_file
 
 
 def _addr(text: str) -> tuple[str, int]:
@@ -96,6 +100,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fix-version", choices=["4.2", "4.4", "5.0SP2"], default="4.4",
                    help="the sessions' FIX version: BENCH001.. (4.4), BENCH42-001.. (FIX.4.2) or "
                         "BENCH50-001.. (FIXT.1.1, FIX.5.0SP2), each validating with its stock dictionary")
+    p.add_argument("--tls", action="store_true",
+                   help="connect over TLS: --addr/--addrs are the exchange's TLS ports; the initiators "
+                        "reach them through a local stunnel in client mode (QuickFIX has no SSL here)")
+    p.add_argument("--tls-ca", type=Path,
+                   help="--tls: the CA file to verify the certificate with (default FIXLAB_TLS_CA, else a "
+                        "local run's FIXLAB_RUN_DIR/tls/cert.pem, else the system's CAs)")
+    p.add_argument("--tls-insecure", action="store_true", help="--tls: accept any certificate, unverified")
     return p
 
 
@@ -117,6 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ConfigError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    with contextlib.ExitStack() as tunnels:
+        if args.tls:
+            try:
+                ca = args.tls_ca or default_ca_file(os.environ)
+                workdir = Path(tempfile.mkdtemp(prefix="fixlab-bench-tls-"))
+                tunnels.callback(shutil.rmtree, workdir, True)
+                addresses = tuple(("127.0.0.1", tunnels.enter_context(
+                    ClientTunnel(workdir, host, port, ca_file=ca, insecure=args.tls_insecure)).port)
+                    for host, port in addresses)
+            except ConfigError as exc:
+                print(f"bench: {exc}", file=sys.stderr)
+                return 2
+        return _run(args, addresses, instruments, redis_url)
+
+
+def _run(args: argparse.Namespace, addresses: tuple[tuple[str, int], ...],
+         instruments: tuple[tuple[str, str], ...],
+         redis_url: str) -> int:
     config = BenchConfig(
         addresses=addresses, sessions=args.sessions, window=args.window,
         orders=args.orders, warmup=args.warmup, instances=args.instances,

@@ -112,12 +112,14 @@ class Stack:
     shard of FIXLAB_SHARDS, as the runner starts them) and ``python -m services.gateway``, configured
     from the environment, FIX on a free loopback port. No runner, web or bots: FullStack has them."""
 
-    def __init__(self, workdir: Path, python: str = sys.executable) -> None:
+    def __init__(self, workdir: Path, python: str = sys.executable,
+                 env: Mapping[str, str] | None = None) -> None:
         self.workdir = workdir
         self.python = python
         self.fix_port = free_port()
         self.redis = RedisServer(workdir / "redis")
         self.children: list[Child] = []
+        self.extra = dict(env or {})  # more variables for every service of it
 
     @property
     def url(self) -> str:
@@ -127,7 +129,8 @@ class Stack:
         self.redis.start()
         try:
             env = base_env({"REDIS_URL": self.redis.url, "FIXLAB_FIX_PORT": str(self.fix_port),
-                            "FIXLAB_FIX_HOST": "127.0.0.1", "FIXLAB_RUN_DIR": str(self.workdir / "run")})
+                            "FIXLAB_FIX_HOST": "127.0.0.1", "FIXLAB_RUN_DIR": str(self.workdir / "run"),
+                            **self.extra})
             shards = sorted({i.shard for i in parse_instruments(env)})
             for shard in shards:
                 name = "matcher" if len(shards) == 1 else f"matcher-{shard}"

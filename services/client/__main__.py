@@ -5,6 +5,9 @@
     fixlab client --comp-id CLIENT05 --host 10.0.0.2 --port 9878 --target FIXLAB --heartbeat 30
     fixlab client --store ~/.fixlab/store  sequence numbers survive a restart (QuickFIX FileStore)
     fixlab client --plain                  one decoded line per message; commands from stdin
+    fixlab client --tls                    over TLS to the TLS port (127.0.0.1:9898, stunnel), verifying the
+                                           certificate with FIXLAB_TLS_CA or a local run's .run/tls/cert.pem
+    fixlab client --tls --tls-insecure     ... accepting any certificate (knowingly: a self-signed one)
     fixlab client --fix-version 4.2        FIX 4.2 (CLIENT42-01..08), or 5.0SP2 (FIXT.1.1, CLIENT50-01..08)
 
 Exit status: 0 quit (or the end of stdin in --plain); 1 could not log on, or the session ended
@@ -34,8 +37,10 @@ from services.client.session import (
     connect_free,
 )
 from shared.compids import CLIENT42_COMP_IDS, CLIENT50_COMP_IDS, CLIENT_COMP_IDS, EXCHANGE_COMP_ID
+from shared.config import ConfigError, env_int
 from shared.fix import dictionary
 from shared.fix.versions import VERSIONS, version
+from shared.tls import DEFAULT_TLS_PORT, TLS_PORT_ENV, client_context, default_ca_file
 
 PROG = "fixlab client"
 # The CompIDs tried in turn when none is named, per version.
@@ -45,7 +50,16 @@ COMP_IDS = {"4.4": CLIENT_COMP_IDS, "4.2": CLIENT42_COMP_IDS, "5.0SP2": CLIENT50
 def arguments(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="A FIX initiator in the terminal, behind its tap.")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"the exchange's host (default {DEFAULT_HOST})")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"its FIX port (default {DEFAULT_PORT})")
+    p.add_argument("--port", type=int, help=f"its FIX port (default {DEFAULT_PORT}; with --tls its TLS port, "
+                                            f"FIXLAB_FIX_TLS_PORT or {DEFAULT_TLS_PORT})")
+    p.add_argument("--tls", action="store_true",
+                   help="speak TLS 1.2+ to the exchange's TLS port (stunnel in front of its acceptor)")
+    p.add_argument("--tls-ca", type=Path,
+                   help="--tls: the CA file to verify the exchange's certificate with (default "
+                        "FIXLAB_TLS_CA, "
+                        "else a local run's self-signed FIXLAB_RUN_DIR/tls/cert.pem, else the system's CAs)")
+    p.add_argument("--tls-insecure", action="store_true",
+                   help="--tls: accept any certificate, unverified (a local run's self-signed one)")
     p.add_argument("--fix-version", default="4.4", metavar="|".join(VERSIONS),
                    help="the session's FIX version (default 4.4): 4.2 (FIX.4.2), 4.4, 5.0SP2 (FIXT.1.1)")
     p.add_argument("--comp-id", help="your SenderCompID (default: the first the exchange takes of "
@@ -67,6 +81,18 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         args.fix_version = version(args.fix_version).name
     except ValueError as exc:
         p.error(f"--fix-version: {exc}")
+    if (args.tls_ca or args.tls_insecure) and not args.tls:
+        p.error("--tls-ca and --tls-insecure go with --tls")
+    args.tls_context = None
+    try:
+        if args.port is None:
+            args.port = DEFAULT_PORT if not args.tls else \
+                env_int(os.environ, TLS_PORT_ENV, 0, lo=0, hi=65535) or DEFAULT_TLS_PORT
+        if args.tls:
+            args.tls_context = client_context(args.tls_ca or default_ca_file(os.environ),
+                                              insecure=args.tls_insecure)
+    except ConfigError as exc:
+        p.error(str(exc))
     if not 1 <= args.port <= 65535:
         p.error(f"--port {args.port}: 1 to 65535")
     if not 1 <= args.heartbeat <= 3600:
@@ -85,7 +111,7 @@ def connect(args: argparse.Namespace) -> Client:
     def make(comp_id: str) -> ClientSession:
         session = ClientSession(comp_id, host=args.host, port=args.port, target=args.target,
                                 begin=v.begin_string, heartbeat_s=args.heartbeat, store_dir=args.store,
-                                dictionary=args.dictionary)
+                                dictionary=args.dictionary, tls=args.tls_context)
         client = clients[comp_id] = Client(session, names)
         session.on_record = client.on_record
         return session

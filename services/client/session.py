@@ -29,6 +29,8 @@ API:
 - ``begin``: the BeginString, which picks the version (``shared.fix.versions``): ``FIX.4.4`` (default),
   ``FIX.4.2`` (FIX42.xml), ``FIXT.1.1`` (FIX 5.0 SP2: FIXT11.xml for the session level,
   ``dictionary`` or FIX50SP2.xml for the application, DefaultApplVerID 9 on the Logon).
+- ``tls``: an ``ssl.SSLContext`` (``shared.tls.client_context``): the tap speaks TLS to the exchange's
+  TLS port (stunnel in front of its acceptor); the engine's side of the tap stays plain loopback.
 - No automatic reconnect: a session that ended stays ended until ``reconnect()``.
 - ``connect_free(comp_ids, timeout=, make=None, **kwargs)``: log on with the first CompID the exchange
   accepts (one that is logged on already, or that it does not know, is refused: the next one is
@@ -41,6 +43,7 @@ API:
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -182,7 +185,8 @@ class ClientSession:
     def __init__(self, comp_id: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  target: str = EXCHANGE_COMP_ID, begin: str = BEGIN_STRING, heartbeat_s: int = 30,
                  store_dir: Path | None = None, on_record: OnRecord | None = None,
-                 on_status: OnStatus | None = None, dictionary: Path | None = None) -> None:
+                 on_status: OnStatus | None = None, dictionary: Path | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.comp_id = comp_id
         self.host = host
         self.port = port
@@ -203,7 +207,8 @@ class ClientSession:
         self.exchange = ExchangeSeqs()
         self._sid = fix.SessionID(begin, comp_id, target)
         self._loop = TapLoop(name="client-tap")
-        self._tap = Tap(self._loop, host, port, self._record, self._tap_closed)
+        self.tls = tls
+        self._tap = Tap(self._loop, host, port, self._record, self._tap_closed, tls=tls)
         self._engine = _Engine(self)
         self._initiator: Any = None
         self._lock = threading.Lock()  # held while an engine starts or stops

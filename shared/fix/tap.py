@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 CLIENT = "client"
 EXCHANGE = "exchange"
 READ_SIZE = 65536
+CONNECT_S = 10.0  # the exchange's TCP connect and, with TLS, its handshake
+TLS_HANDSHAKE_S = 5.0
 T = TypeVar("T")
 
 # (record number from 1, source, raw bytes, withheld, ns timestamp); called on the loop's thread.
@@ -51,6 +54,21 @@ async def shut(writers: list[asyncio.StreamWriter], grace_s: float = 1.0) -> Non
         for writer in writers:
             writer.transport.abort()  # a no-op on one that did close
         await asyncio.sleep(0)  # abort closes the socket on the loop's next turn
+
+
+def _why(exc: BaseException, tls: bool) -> str:
+    """One line for a failed connect: a TLS failure says so (a certificate not verified, a peer that
+    does not speak TLS: a plain FIX port)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"TLS: its certificate was not verified: {exc.verify_message} "
+                "(--tls-ca FILE, or --tls-insecure)")
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {exc.reason or exc}"
+    if isinstance(exc, TimeoutError):
+        return "TLS handshake timed out (a plain FIX port?)" if tls else "connect timed out"
+    if tls and isinstance(exc, ConnectionError):
+        return f"TLS handshake failed: {exc.strerror or exc} (a plain FIX port?)"
+    return str(getattr(exc, "strerror", None) or exc)
 
 
 class TapLoop:
@@ -108,10 +126,12 @@ class Tap:
     """One session's relay: the engine connects to ``port``, the tap connects to the exchange."""
 
     def __init__(self, loop: TapLoop, exchange_host: str, exchange_port: int, on_record: OnRecord,
-                 on_closed: OnClosed) -> None:
+                 on_closed: OnClosed, tls: ssl.SSLContext | None = None) -> None:
         self._loop = loop
         self.exchange_host = exchange_host
         self.exchange_port = exchange_port
+        # TLS to the exchange (its stunnel port, shared/tls.py); the engine's side stays plain loopback.
+        self.tls = tls
         self.on_record = on_record
         self.on_closed = on_closed
         self.port = 0
@@ -191,11 +211,15 @@ class Tap:
         self._loop.open.add(c_writer)
         try:
             try:
-                x_reader, x_writer = await asyncio.open_connection(self.exchange_host, self.exchange_port)
-            except OSError as exc:
+                x_reader, x_writer = await asyncio.wait_for(asyncio.open_connection(
+                    self.exchange_host, self.exchange_port, ssl=self.tls,
+                    server_hostname=self.exchange_host if self.tls is not None else None,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_S if self.tls is not None else None),
+                    CONNECT_S)
+            except (OSError, TimeoutError) as exc:
                 self.unreachable = True
                 self._closed(f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable "
-                             f"({exc.strerror or exc})")
+                             f"({_why(exc, self.tls is not None)})")
                 await shut([c_writer])
                 self._loop.open.discard(c_writer)
                 return

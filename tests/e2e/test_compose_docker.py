@@ -1,6 +1,7 @@
 """docker-compose.yml in real containers: `docker compose up`, a stock client trading through the
-published FIX port, the page showing it, a bench scaled to four instances, the inspector, a crashed
-matcher restarted by Docker, and `down` leaving nothing behind.
+published TLS port (stunnel on each side; the plain FIX port is not published), the page showing it,
+a bench scaled to four instances, the inspector, a crashed matcher restarted by Docker, and `down`
+leaving nothing behind.
 
 tools/compose.py does what `make compose-up` does (engine, dockerd, base images without a registry,
 the fixlab image); this module runs the stack under a project name of its own, on free ports, and
@@ -51,6 +52,7 @@ class Stack:
     project: str
     fix_port: int
     web_port: int
+    tls_port: int = 0
 
     def compose(self, *args: str, timeout: float = 120,
                 check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -102,9 +104,11 @@ def stack(one_at_a_time: None) -> Iterator[Stack]:
         images = tool.base_images()
         tool.build(images)
         st = Stack(env={**os.environ, **images, "FIXLAB_FIX_PORT": str(free_port()),
-                        "FIXLAB_WEB_PORT": str(free_port()), "FIXLAB_BIND": "127.0.0.1"},
+                        "FIXLAB_WEB_PORT": str(free_port()), "FIXLAB_FIX_TLS_PORT": str(free_port()),
+                        "FIXLAB_BIND": "127.0.0.1"},
                    project=f"fixlabe2e{os.getpid()}", fix_port=0, web_port=0)
         st.fix_port, st.web_port = int(st.env["FIXLAB_FIX_PORT"]), int(st.env["FIXLAB_WEB_PORT"])
+        st.tls_port = int(st.env["FIXLAB_FIX_TLS_PORT"])
         try:
             up = st.compose("up", "-d", "--no-build", "--wait", timeout=300, check=False)
             logs = "" if up.returncode == 0 else st.compose("logs", "--tail=20", check=False).stdout
@@ -121,15 +125,24 @@ def stack(one_at_a_time: None) -> Iterator[Stack]:
 def test_every_service_is_up_and_healthy(stack: Stack) -> None:
     ps = [json.loads(line) for line in stack.compose("ps", "--format", "json").stdout.splitlines() if line]
     assert {(p["Service"], p["State"], p["Health"]) for p in ps} == {
-        (s, "running", "healthy") for s in ("redis", "matcher", "gateway", "web", "bots")}
+        (s, "running", "healthy") for s in ("redis", "matcher", "gateway", "web", "bots", "tls")}
 
 
 def test_a_stock_client_trades_through_the_published_port_and_the_page_shows_it(
         stack: Stack, tmp_path: Path) -> None:
+    import socket
+
+    from shared.tls import ClientTunnel
     from tests.stock_client import nos, stock_sessions
 
-    with stock_sessions(tmp_path, stack.fix_port, ["CLIENT01"]) as (seller,), \
-            stock_sessions(tmp_path, stack.fix_port, ["CLIENT02"]) as (buyer,):
+    # Only TLS reaches the exchange from the host: the plain FIX port is not published.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", stack.fix_port)) != 0
+    cert = tmp_path / "cert.pem"
+    stack.compose("cp", "tls:/data/tls/cert.pem", str(cert))  # the certificate the tls service made
+    with ClientTunnel(tmp_path / "tunnel", "127.0.0.1", stack.tls_port, ca_file=cert) as tunnel, \
+            stock_sessions(tmp_path, tunnel.port, ["CLIENT01"]) as (seller,), \
+            stock_sessions(tmp_path, tunnel.port, ["CLIENT02"]) as (buyer,):
         seller.send("D", nos("s1", 2, QTY, PRICE))
         seller.client.wait("8", lambda m: m.get(11) == "s1" and m.get(150) == "0", timeout_s=20)
         buyer.send("D", nos("b1", 1, QTY, PRICE))

@@ -70,6 +70,8 @@ class Stack:
         # What differs from the containers: the redis address and a writable run folder.
         env["REDIS_URL"] = self.redis_url
         env["FIXLAB_RUN_DIR"] = str(self.run_dir / name)
+        if "FIXLAB_FIX_TLS_HOST" in env:  # the container's 0.0.0.0 is this machine's: loopback here
+            env["FIXLAB_FIX_TLS_HOST"] = "127.0.0.1"
         return env
 
     def healthy(self, name: str) -> bool:
@@ -113,7 +115,8 @@ class Stack:
 
 @pytest.fixture
 def stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
-    ports = {"FIXLAB_FIX_PORT": str(free_port()), "FIXLAB_WEB_PORT": str(free_port())}
+    ports = {"FIXLAB_FIX_PORT": str(free_port()), "FIXLAB_WEB_PORT": str(free_port()),
+             "FIXLAB_FIX_TLS_PORT": str(free_port())}
     s = Stack(redis_url, tmp_path, ports)
     for name in s.lab:
         (tmp_path / name).mkdir()
@@ -157,7 +160,7 @@ def run_bench_profile(stack: Stack, out_dir: Path, scale: int) -> list[dict[str,
 
 @pytest.mark.timeout(300)  # the whole stack, then a bench run, on a contended 2-core machine
 def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: str, tmp_path: Path) -> None:
-    assert [n for n in stack.procs] == ["matcher", "gateway", "web", "bots"]
+    assert [n for n in stack.procs] == ["matcher", "gateway", "web", "bots", "tls"]
     web_port = service_env(stack.lab["web"])["FIXLAB_WEB_PORT"]
     with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/", timeout=10) as page:
         assert page.status == 200
@@ -174,6 +177,15 @@ def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: 
         assert [g["name"] for g in orders["groups"]] == [streams.MATCHER_GROUP]
     finally:
         r.close()
+    # The published TLS port: a QuickFIX session logs on through the tls service's stunnel, verifying
+    # the certificate it made.
+    from services.client.session import ClientSession
+    from shared.tls import client_context
+
+    tls_env = service_env(stack.lab["tls"])
+    ca = Path(stack.env_of("tls")["FIXLAB_RUN_DIR"]) / "tls" / "cert.pem"
+    with ClientSession("CLIENT01", port=int(tls_env["FIXLAB_FIX_TLS_PORT"]), tls=client_context(ca)) as s:
+        s.wait_logon(15)
     # The bench profile, scaled to 4: four instances of one run, one merged report, nothing lost.
     out_dir = tmp_path / "bench-results"
     out_dir.mkdir()
@@ -183,7 +195,7 @@ def test_the_compose_services_start_in_order_and_trade(stack: Stack, redis_url: 
     # Each healthcheck fails once its service is gone (it can fail, so passing meant something): at
     # once when the service removed its report on the way out, else when the report's TTL runs out.
     stack.down()
-    for name in ("matcher", "gateway", "bots"):
+    for name in ("matcher", "gateway", "bots", "tls"):
         test = stack.lab[name]["healthcheck"]["test"]
 
         def failing(test: list[str] = test, name: str = name) -> bool:

@@ -29,7 +29,10 @@ SHARDS_OVERRIDE = ROOT / "deploy" / "compose.shards.yml"
 CLUSTER = ROOT / "deploy" / "compose.cluster.yml"  # a file of its own: `make run-cluster` in containers
 MODULE_OF = dict(SERVICE_MODULES)
 INFRA = {"redis"}  # not started by the runner: `make run` starts its own redis-server
-PUBLISHED = {"gateway": ("FIXLAB_FIX_PORT", 9878), "web": ("FIXLAB_WEB_PORT", 8000)}  # services/__main__.py
+# Service publishing a port: (its variable, default, the service listening there). The TLS port's stunnel
+# shares the gateway's network namespace, so the gateway publishes it; the plain FIX port stays inside.
+PUBLISHED = {"gateway": ("FIXLAB_FIX_TLS_PORT", 9898, "tls"), "web": ("FIXLAB_WEB_PORT", 8000, "web")}
+MAKE_RUN = {"FIXLAB_FIX_TLS_PORT": "9898"}  # what the Makefile's `run` sets
 NOT_READ_BY_CODE = {"PYTHONUNBUFFERED"}  # the interpreter's, set by the runner too
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$\$")
@@ -144,7 +147,7 @@ def _compose_view(doc: Mapping[str, Any]) -> list[tuple[tuple[str, ...], tuple[t
 
 def test_docker_compose_up_starts_what_make_run_starts_with_the_same_commands() -> None:
     doc = load(COMPOSE)
-    assert _compose_view(doc) == _runner_view({})
+    assert _compose_view(doc) == _runner_view(MAKE_RUN)
     assert set(lab_services(doc)) - INFRA == {name for name, _ in SERVICE_MODULES}
 
 
@@ -153,7 +156,7 @@ def test_the_shards_override_starts_what_make_run_starts_for_two_shards() -> Non
     # The override's own default and the variable set in the shell give the same stack.
     for env in ({}, shards):
         doc = load(COMPOSE, SHARDS_OVERRIDE, env=env)
-        assert _compose_view(doc) == _runner_view(shards)
+        assert _compose_view(doc) == _runner_view({**shards, **MAKE_RUN})
     runner_names = [s.name for s in stack_specs(env=shards, only_present=False)]
     assert runner_names[:2] == ["matcher-a", "matcher-b"]
 
@@ -204,7 +207,7 @@ def _source_of(module: str) -> Path | None:
 
 
 @pytest.mark.parametrize(("files", "name"), [
-    *(((COMPOSE, SHARDS_OVERRIDE), n) for n in ["matcher", "gateway", "web", "bots", "bench"]),
+    *(((COMPOSE, SHARDS_OVERRIDE), n) for n in ["matcher", "gateway", "web", "bots", "tls", "bench"]),
     *(((CLUSTER,), n) for n in ["matcher-a", "matcher-b", "gateway-1", "gateway-2", "web", "bots"]),
 ], ids=lambda v: v if isinstance(v, str) else "+".join(p.stem for p in v))
 def test_every_variable_compose_sets_is_one_the_service_reads(files: tuple[Path, ...], name: str) -> None:
@@ -221,14 +224,18 @@ def test_every_variable_compose_sets_is_one_the_service_reads(files: tuple[Path,
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 @pytest.mark.parametrize("port", [None, "19999"])
 def test_published_ports_are_the_runners_ports(name: str, port: str | None) -> None:
-    variable, default = PUBLISHED[name]
+    variable, default, listener = PUBLISHED[name]
     env = {variable: port} if port else {}
-    svc = load(COMPOSE, env=env)["services"][name]
+    doc = load(COMPOSE, env=env)
+    svc = doc["services"][name]
     expected = port or str(default)
     (mapping,) = svc["ports"]
     host_ip, host_port, container_port = mapping.split(":")
     assert (host_ip, host_port, container_port) == ("127.0.0.1", expected, expected)
-    assert service_env(svc)[variable] == expected  # the service listens where compose publishes
+    # The service listens where compose publishes (in the publishing service's network namespace).
+    listening = doc["services"][listener]
+    assert service_env(listening)[variable] == expected
+    assert listener == name or listening["network_mode"] == f"service:{name}"
 
 
 def test_only_the_web_and_fix_ports_are_published_and_redis_stays_inside() -> None:
@@ -238,7 +245,11 @@ def test_only_the_web_and_fix_ports_are_published_and_redis_stays_inside() -> No
     assert doc["services"]["redis"]["networks"] == ["bus"]
     for name, svc in doc["services"].items():
         # The bots reach the FIX port on the gateway's own loopback, as under make run.
-        assert "bus" in svc["networks"] if name != "bots" else svc["network_mode"] == "service:gateway"
+        # The tls service's stunnel too, from its own 127.0.0.3 (docs/security.md).
+        assert "bus" in svc["networks"] if name not in ("bots", "tls") else \
+            svc["network_mode"] == "service:gateway"
+    # The plain FIX port is not published: outside compose, FIX is over TLS only.
+    assert all("9878" not in p for s in doc["services"].values() for p in s.get("ports", []))
     assert "bus" in doc["services"]["gateway"]["networks"]
     assert load(COMPOSE, env={"FIXLAB_BIND": "0.0.0.0"})["services"]["web"]["ports"] == ["0.0.0.0:8000:8000"]
 

@@ -16,7 +16,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 IGNORE = ROOT / "deploy" / "Dockerfile.dockerignore"  # BuildKit's per-Dockerfile ignore file
-BUILD_TOOLS = ("build-essential", "gcc", "g++", "swig", "make ", "python3-dev", "apt-get install")
+BUILD_TOOLS = ("build-essential", "gcc", "g++", "swig", "make ", "python3-dev")
+# What the runtime may install from Debian's archive: the TLS port's stunnel4 and openssl, nothing else.
+RUNTIME_PACKAGES = {"stunnel4", "openssl"}
 
 
 @dataclass
@@ -139,6 +141,12 @@ def test_stages_build_once_and_the_runtime_has_no_build_tools(parsed: list[Stage
     for stage in (base, app):
         for ins in stage.lines:
             assert not any(tool in ins for tool in BUILD_TOOLS), f"{stage.name}: {ins}"
+            for step in ins.split("&&"):
+                if "apt-get install" in step:
+                    packages = {w for w in step.split("install", 1)[1].split() if not w.startswith("-")}
+                    assert packages == RUNTIME_PACKAGES, f"{stage.name}: {step}"
+                    assert "rm -rf /var/lib/apt/lists/*" in ins, f"{stage.name}: apt lists left in the layer"
+    assert any("stunnel4" in ins for ins in base.lines)
     # The runtime gets only the wheels from the build stage, and installs them without an index.
     refs = re.findall(r"from=(\w+)", " ".join(base.lines + app.lines))
     assert set(refs) == {"wheels"}

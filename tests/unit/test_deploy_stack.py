@@ -67,3 +67,11 @@ def test_make_run_stops_on_a_bad_shard_map_with_one_line(tmp_path: Path) -> None
     assert proc.stderr.strip().splitlines() == [
         "fixlab: FIXLAB_PRO_RATA/FIXLAB_SHARDS name unknown instruments: ['NOPE.LAB']"]
     assert not (tmp_path / "redis").exists()  # refused before starting anything
+
+
+def test_the_tls_port_is_a_service_after_the_gateway_only_when_set() -> None:
+    assert "tls" not in {s.name for s in stack_specs(python="py", env={}, only_present=False)}
+    specs = {s.name: s for s in stack_specs(python="py", env={"FIXLAB_FIX_TLS_PORT": "9898"},
+                                            only_present=False)}
+    assert specs["tls"].argv == ("py", "-m", "services.tls")
+    assert specs["tls"].tier > specs["gateway"].tier  # stops before the gateway it leads to

@@ -64,6 +64,15 @@ def test_logon_takes_its_version_from_the_compid_pool_or_version() -> None:
         "FIX.4.2", "FIXT.1.1", "FIX.4.4", "FIXT.1.1", "FIX.4.2"]
 
 
+def test_logon_tls_is_a_bare_word_beside_the_options() -> None:
+    s = parse("logon A CLIENT01 tls\nlogon B CLIENT02 heartbeat=5 tls port=9990\nlogon C CLIENT03\n", "t.fix")
+    logons = [step for step in s.steps if isinstance(step, Logon)]
+    assert [(x.tls, x.heartbeat_s, x.port) for x in logons] == [(True, 30, None), (True, 5, 9990),
+                                                                 (False, 30, None)]
+    with pytest.raises(ScenarioSyntaxError, match="not a field"):
+        parse("logon A CLIENT01 tls=yes\n", "t.fix")
+
+
 def test_msgtype_goes_first_and_a_bound_variable_is_compared() -> None:
     s = parse("logon A X\nsend A 11=a 35=D\nexpect A 37=$o\nexpect A 37=$o\n")
     send, first, second = s.steps[1:]

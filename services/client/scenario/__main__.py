@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -19,20 +20,25 @@ from pathlib import Path
 from services.client.scenario.groups import GroupShape
 from services.client.scenario.runner import RecordLike, Result, Runner, SessionLike, reachable
 from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
+from shared.config import ConfigError, env_int
+from shared.tls import DEFAULT_TLS_PORT, TLS_PORT_ENV, client_context, default_ca_file
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 
 
-def client_factory(host: str, port: int) -> Callable[..., SessionLike]:
+def client_factory(host: str, port: int, tls_port: int = DEFAULT_TLS_PORT,
+                   tls_context: ssl.SSLContext | None = None) -> Callable[..., SessionLike]:
     """Sessions of ``services.client.session`` (QuickFIX behind a loopback tap; MemoryStore and
-    ResetOnLogon=Y: every logon starts both ends' sequence numbers from 1)."""
+    ResetOnLogon=Y: every logon starts both ends' sequence numbers from 1). A ``logon ... tls`` step's
+    tap speaks TLS to ``tls_port`` with ``tls_context``."""
     from services.client.session import ClientSession  # quickfix: only when a scenario runs
 
     def make(comp_id: str, heartbeat_s: int, port_override: int | None,
-             on_record: Callable[[RecordLike], None], begin: str) -> SessionLike:
-        return ClientSession(comp_id, host=host, port=port_override or port, begin=begin,
-                             heartbeat_s=heartbeat_s, on_record=on_record)
+             on_record: Callable[[RecordLike], None], begin: str, tls: bool = False) -> SessionLike:
+        context = (tls_context or client_context(default_ca_file(os.environ))) if tls else None
+        return ClientSession(comp_id, host=host, port=port_override or (tls_port if tls else port),
+                             begin=begin, heartbeat_s=heartbeat_s, on_record=on_record, tls=context)
     return make
 
 
@@ -86,6 +92,12 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="the exchange's FIX host (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=int(os.environ.get("FIXLAB_FIX_PORT", "9878")),
                    help="its FIX port (default FIXLAB_FIX_PORT or 9878)")
+    p.add_argument("--tls-port", type=int,
+                   help="the TLS port `logon ... tls` steps use (default FIXLAB_FIX_TLS_PORT or "
+                        f"{DEFAULT_TLS_PORT})")
+    p.add_argument("--tls-ca", type=Path, help="the CA file those verify the exchange's certificate with "
+                   "(default FIXLAB_TLS_CA, else a local run's FIXLAB_RUN_DIR/tls/cert.pem)")
+    p.add_argument("--tls-insecure", action="store_true", help="accept any certificate, unverified")
     p.add_argument("-v", "--verbose", action="store_true", help="print each step as it runs")
     p.add_argument("--transcript", metavar="DIR", type=Path,
                    help="write each scenario's conversation to DIR/NAME.wire: every message its steps "
@@ -111,7 +123,14 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
         print(f"{why} (is the stack running? `make run`; or give --host/--port)", file=sys.stderr)
         return EXIT_UNREACHABLE
     worst = EXIT_OK
-    make = factory or client_factory(args.host, args.port)
+    try:
+        tls_port = args.tls_port or env_int(os.environ, TLS_PORT_ENV, 0, lo=0, hi=65535) or DEFAULT_TLS_PORT
+        tls_context = client_context(args.tls_ca or default_ca_file(os.environ), insecure=args.tls_insecure) \
+            if any(getattr(step, "tls", False) for sc in scenarios for step in sc.steps) else None
+    except ConfigError as exc:
+        print(f"fixlab scenario: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    make = factory or client_factory(args.host, args.port, tls_port, tls_context)
     groups = None if factory is not None else dictionary_groups()
     names = None if factory is not None else dictionary_names()
     log = (lambda line: print(line, flush=True)) if args.verbose else None

@@ -67,7 +67,8 @@ class SessionLike(Protocol):
     def stop(self) -> None: ...
 
 
-# comp_id, heartbeat_s, port (None: the run's), on_record, BeginString -> a session not yet started
+# comp_id, heartbeat_s, port (None: the run's), on_record, BeginString -> a session not yet started;
+# a ``logon ... tls`` step also passes tls=True (by keyword: factories that never see one need not take it).
 SessionFactory = Callable[[str, int, "int | None", Callable[[RecordLike], None], str], SessionLike]
 
 
@@ -229,7 +230,9 @@ class Runner:
         inbox = Inbox()
         self.inboxes[step.session] = inbox
         try:
-            session = self.factory(step.comp_id, step.heartbeat_s, step.port, inbox.add, step.begin_string)
+            over_tls = {"tls": True} if step.tls else {}
+            session = self.factory(step.comp_id, step.heartbeat_s, step.port, inbox.add, step.begin_string,
+                                   **over_tls)
             self.sessions[step.session] = session
             session.start()
             self.engine_started()

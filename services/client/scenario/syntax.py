@@ -62,6 +62,7 @@ class Logon:
     port: int | None = None  # another gateway's port (FIXLAB_GATEWAYS); None: the run's --port
     timeout_s: float = 10.0
     begin_string: str = "FIX.4.4"  # the session's version: ``version=``, else its CompID's pool
+    tls: bool = False  # the bare word ``tls``: over the exchange's TLS port (the run's --tls-port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +223,10 @@ class _Parser:
         if comp_id in self.comp_ids:
             raise _Bad(f"{comp_id} is already session {self.comp_ids[comp_id]} (the exchange takes one "
                        "Logon per CompID at a time)")
-        options = self.options(args[2:], allowed={"heartbeat", "port", "timeout", "version"}, verb="logon")
+        rest = args[2:]
+        tls = "tls" in rest
+        options = self.options([w for w in rest if w != "tls"],
+                               allowed={"heartbeat", "port", "timeout", "version"}, verb="logon")
         heartbeat = integer(options.get("heartbeat", "30"), "heartbeat", 1, 3600)
         port = integer(options["port"], "port", 1, 65535) if "port" in options else None
         self.sessions.add(session)
@@ -235,7 +239,7 @@ class _Parser:
                 raise _Bad(str(exc)) from None
         else:  # CLIENT42-01: FIX.4.2, CLIENT50-01: FIXT.1.1, any other: FIX.4.4
             begin = gateway_comp_ids().begin_string(comp_id)
-        return Logon(where, session, comp_id, heartbeat, port, timeout, begin)
+        return Logon(where, session, comp_id, heartbeat, port, timeout, begin, tls)
 
     def send(self, where: Where, session: str, args: list[str]) -> Send:
         fields: list[tuple[int, Template]] = []
