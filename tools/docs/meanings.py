@@ -97,4 +97,11 @@ MEANINGS: dict[str, str] = {
     "FIXLAB_WS_MAX_FRAME_BYTES": "a WebSocket frame larger than this closes the socket (1009)",
     "FIXLAB_WS_QUEUE": "messages queued for one page before it is cut off as a slow consumer",
     "FIXLAB_WEB_STALL_S": "seconds a page's connection may take nothing the web sends before the kernel ends it (TCP_USER_TIMEOUT)",
+    "FIXLAB_FIX_TLS_PORT": "the first gateway's FIX-over-TLS port (stunnel in front of the acceptor); 0: no TLS port",
+    "FIXLAB_FIX_TLS_HOST": "the address stunnel's TLS port listens on",
+    "FIXLAB_FIX_TLS_SOURCE": "the loopback address stunnel connects to the acceptor from (so TLS counts as external)",
+    "FIXLAB_STUNNEL": "the stunnel program to run (stunnel4, else stunnel, on PATH)",
+    "FIXLAB_TLS_CA": "clients: the CA file that verifies the exchange's certificate",
+    "FIXLAB_TLS_CERT": "the TLS port's certificate (PEM); unset with FIXLAB_TLS_KEY: a self-signed pair in .run/",
+    "FIXLAB_TLS_KEY": "the TLS port's private key (PEM), with FIXLAB_TLS_CERT",
 }
