@@ -14,6 +14,7 @@ to seed it: 9 minutes of CI; `make compose-up` builds it once). Bounded: every s
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -23,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,19 +130,29 @@ def test_every_service_is_up_and_healthy(stack: Stack) -> None:
         (s, "running", "healthy") for s in ("redis", "matcher", "gateway", "web", "bots", "tls")}
 
 
+@contextlib.contextmanager
+def tls_tunnel(stack: Stack, tmp_path: Path) -> Iterator[Any]:
+    """A local stunnel client to the published TLS port (the only FIX port the host reaches), verifying
+    the certificate the tls service made; stock clients connect to its plain side."""
+    from shared.tls import ClientTunnel
+
+    cert = tmp_path / "cert.pem"
+    if not cert.exists():
+        stack.compose("cp", "tls:/data/tls/cert.pem", str(cert))
+    with ClientTunnel(tmp_path / "tunnel", "127.0.0.1", stack.tls_port, ca_file=cert) as tunnel:
+        yield tunnel
+
+
 def test_a_stock_client_trades_through_the_published_port_and_the_page_shows_it(
         stack: Stack, tmp_path: Path) -> None:
     import socket
 
-    from shared.tls import ClientTunnel
     from tests.stock_client import nos, stock_sessions
 
     # Only TLS reaches the exchange from the host: the plain FIX port is not published.
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", stack.fix_port)) != 0
-    cert = tmp_path / "cert.pem"
-    stack.compose("cp", "tls:/data/tls/cert.pem", str(cert))  # the certificate the tls service made
-    with ClientTunnel(tmp_path / "tunnel", "127.0.0.1", stack.tls_port, ca_file=cert) as tunnel, \
+    with tls_tunnel(stack, tmp_path) as tunnel, \
             stock_sessions(tmp_path, tunnel.port, ["CLIENT01"]) as (seller,), \
             stock_sessions(tmp_path, tunnel.port, ["CLIENT02"]) as (buyer,):
         seller.send("D", nos("s1", 2, QTY, PRICE))
@@ -197,8 +209,9 @@ def test_a_crashed_matcher_is_restarted_by_docker_and_loses_nothing(stack: Stack
 
     matcher = stack.container("matcher")
     restarts = int(stack.inspect(matcher, "{{.RestartCount}}"))
-    with stock_sessions(tmp_path, stack.fix_port, ["CLIENT03"]) as (seller,), \
-            stock_sessions(tmp_path, stack.fix_port, ["CLIENT04"]) as (buyer,):
+    with tls_tunnel(stack, tmp_path) as tunnel, \
+            stock_sessions(tmp_path, tunnel.port, ["CLIENT03"]) as (seller,), \
+            stock_sessions(tmp_path, tunnel.port, ["CLIENT04"]) as (buyer,):
         seller.send("D", nos("rest1", 2, QTY, PRICE))  # rests on the book across the crash
         seller.client.wait("8", lambda m: m.get(11) == "rest1" and m.get(150) == "0", timeout_s=20)
         # SIGKILL to the container's init from the host, as a crash: `docker kill` would count as a
