@@ -18,8 +18,11 @@ engine thread takes the lock in fromApp only, and a logout is queued.
 The same thread tells trading status (``status.TradingStatus``): a SecurityStatusRequest (35=e) or
 TradingSessionStatusRequest (35=g) is answered on the engine thread, and wakes the thread too, which
 then sends a SecurityStatus (35=f) / TradingSessionStatus (35=h) to each subscriber for every
-PhaseChanged it reads. (It reads from the streams' ends when it starts: phases changed before that are
-not known to it, and an instrument reads as CONTINUOUS until the next change.)
+PhaseChanged it reads. It reads from the streams' ends when it starts: what it knows of phases changed
+before that comes with the BookImages it asks for, after which the matcher restates each instrument
+not in continuous trading (a PhaseChanged with ``prev_phase`` equal to ``phase``, and its last
+Indicative). Indicatives (the uncross a call would give now) go to the market-data core, which sends
+them as entries of their own (``marketdata``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from shared.schema import (
     BookImage,
     BookUpdate,
     ImageRequest,
+    Indicative,
     PhaseChanged,
     SchemaError,
     Trade,
@@ -55,6 +59,7 @@ from shared.schema import (
 log = logging.getLogger(__name__)
 
 _TRADE, _UPDATE, _IMAGE, _PHASE = Trade.CODE, BookUpdate.CODE, BookImage.CODE, PhaseChanged.CODE
+_INDICATIVE = Indicative.CODE
 ASK_AGAIN_S = 5.0  # a shard whose images have not come (its matcher was down) is asked again
 READ_COUNT = 1000
 BACK_OFF_S = 1.0  # after an error, before trying again (one log line a second at most)
@@ -297,4 +302,7 @@ class MarketFeed:
                     elif code == _IMAGE:
                         self._send(core.apply_image(item[1], item[2], item[3]))
                     elif code == _PHASE:
+                        core.apply_phase(item[1], item[2])
                         self._send(self.status.phase_changed(item[1], item[2], item[3], item[4], item[5]))
+                    elif code == _INDICATIVE:
+                        core.apply_indicative(item[1], item[2], item[3], item[4], item[5])
