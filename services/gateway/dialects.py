@@ -45,6 +45,11 @@ class Dialect:
             tags - self.listed[t] or t in version.required_added
             or (t == "8" and (version.exec_trans_type or version.match_id_in_text))
             or tags & frozenset(self.enums)))
+        # Types changed only by leaving out tags this version does not list there (FIX 4.2's X: the
+        # TradingSessionSubID of an indicative entry): a body holding none of them passes as it is.
+        self._unlisted = {t: tuple(f"{SOH}{tag}=" for tag in sorted(WRITTEN[t] - self.listed[t]))
+                          for t in self.active if t != "8" and t not in version.required_added
+                          and not WRITTEN[t] & frozenset(self.enums)}
         triggered = version.triggered_exec_type
         self._triggered = f"{SOH}150={triggered}{SOH}" if triggered else ""
         # Market data entries of a type this version says otherwise: (FIX 4.4's, this version's).
@@ -62,6 +67,13 @@ class Dialect:
                     body = body.replace(old, new)
         if msg_type not in self.active:
             return body
+        unlisted = self._unlisted.get(msg_type)
+        if unlisted is not None:
+            for marker in unlisted:
+                if marker in body:
+                    break
+            else:
+                return body
         if msg_type == "8" and self.version.exec_trans_type:
             # The common reports (New, Canceled, Replaced) need ExecTransType only: ~1 us, where the
             # whole rewrite below takes ~10 (FIX 4.2's sessions at full speed).
