@@ -24,6 +24,8 @@ _TRANS_STATUS = "20=3"
 _EXEC_TYPE = SOH + "150="
 _RESTATED = SOH + "150=D" + SOH  # a triggered stop, as FIX 4.4 says it (services/gateway/outbound.py)
 _MD_TYPES = frozenset(("W", "X"))
+# The MDEntryType values the exchange writes (services/gateway/marketdata.py, FIX 4.4's).
+MD_ENTRY_TYPES_WRITTEN = ("0", "1", "2", "4", "5", "A")
 
 
 class Dialect:
@@ -55,6 +57,11 @@ class Dialect:
         # Market data entries of a type this version says otherwise: (FIX 4.4's, this version's).
         self._md_types = tuple((f"{SOH}269={old}{SOH}", f"{SOH}269={new}{SOH}")
                                for old, new in version.md_entry_types.items())
+        # Market data entries of a type this version does not define (FIX 4.2: A, Imbalance): left out.
+        defined = dictionary.fields[269].enums if 269 in dictionary.fields else {}
+        self._md_dropped = frozenset(f"269={t}" for t in MD_ENTRY_TYPES_WRITTEN
+                                     if defined and t not in defined and t not in version.md_entry_types)
+        self._md_drop_marks = tuple(f"{SOH}{d}{SOH}" for d in sorted(self._md_dropped))
 
     def __call__(self, body: str) -> str:
         """The body (from tag 35 on, SOH-terminated) as this version says it."""
@@ -65,6 +72,13 @@ class Dialect:
             for old, new in self._md_types:
                 if old in body:
                     body = body.replace(old, new)
+        if self._md_drop_marks and msg_type in _MD_TYPES:
+            for mark in self._md_drop_marks:
+                if mark in body:
+                    body = self._drop_entries(body, msg_type)
+                    if not body:
+                        return body  # an X of nothing this version can say: not sent
+                    break
         if msg_type not in self.active:
             return body
         unlisted = self._unlisted.get(msg_type)
@@ -107,6 +121,28 @@ class Dialect:
             if tag not in values:
                 out.append(f"{tag}={_value(source, values)}")
         return SOH.join(out) + SOH
+
+    def _drop_entries(self, body: str, msg_type: str) -> str:
+        """A W or X without the entries of a type this version lacks, NoMDEntries (268) recounted;
+        "" for an X left with none."""
+        parts = body.split(SOH)
+        if parts[-1] == "":
+            parts.pop()
+        first = "279" if msg_type == "X" else "269"
+        head: list[str] = []
+        entries: list[list[str]] = []
+        for part in parts:
+            if part.partition("=")[0] == first:
+                entries.append([part])
+            elif entries:
+                entries[-1].append(part)
+            else:
+                head.append(part)
+        kept = [e for e in entries if self._md_dropped.isdisjoint(e)]
+        if msg_type == "X" and not kept:
+            return ""
+        head = [f"268={len(kept)}" if p.startswith("268=") else p for p in head]
+        return SOH.join(head + [p for e in kept for p in e]) + SOH
 
     @staticmethod
     def _exec_trans(parts: list[str], exec_type: str, status: str) -> list[str]:

@@ -124,6 +124,8 @@ class GroupSender:
             begin, dialect = self.dialect_of(session)
             if dialect is not None:
                 body = dialect(body)
+                if not body:
+                    return True  # nothing this session's version can say (an X of FIX 4.2's unknowns)
         try:
             return bool(fix.Session.sendToTarget(self.message(body, begin), sid))
         except fix.SessionNotFound:

@@ -33,7 +33,7 @@ What differs, and where it is written here:
   Text (58) saying it was triggered.
 - Indicative market data in a call (services/gateway/marketdata.py): FIX 4.4 sends the indicative
   price as MDEntryType 4 (Opening price) or 5 (Closing price) and the imbalance as A. FIX 4.2 has 4
-  and 5 but no A (a 4.2 session cannot ask for it: its dictionary refuses 269=A in a V), nor
+  and 5 but no A (its dialect leaves A entries out, whatever the V asked for), nor
   TradingSessionSubID (625) in market data. FIX 5.0 SP2 names the price of an auction Q (Auction
   clearing price): its sessions get Q where FIX 4.4's get 4 or 5 (``md_entry_types``), with 625
   telling the auction.

@@ -86,7 +86,8 @@ def cross(trader: StockSession) -> None:
 # Each version's view of the call's uncross (101.00, 4 executing, 6 more buyers), by what it asked for.
 WANTED = {
     "4.4": ("4A", {"4": ("101.00", "4", "2", None), "A": ("101.00", "6", "2", "P")}),
-    "4.2": ("4", {"4": ("101.00", "4", None, None)}),  # no Imbalance (A) nor 625 in FIX 4.2
+    # FIX 4.2 has no Imbalance (A): asked for, it is left out; nor 625 in market data.
+    "4.2": ("4A", {"4": ("101.00", "4", None, None)}),
     "5.0SP2": ("QA", {"Q": ("101.00", "4", "2", None), "A": ("101.00", "6", "2", "P")}),
 }
 

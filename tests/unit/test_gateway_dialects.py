@@ -81,3 +81,12 @@ def test_indicative_entries_said_by_each_version(made: dict[str, Dialect]) -> No
     w42 = fields(made["4.2"](w))
     assert [v for t, v in w42 if t == "269"] == ["0", "4"] and "625" not in dict(w42)
     assert made["4.2"](w).startswith("35=W" + SOH)
+    # FIX 4.2 has no Imbalance (A): its entries are left out, NoMDEntries recounted; an X of
+    # nothing else is not sent at all.
+    x42 = fields(made["4.2"](x))
+    assert [v for t, v in x42 if t == "269"] == ["5"] and ("268", "1") in x42 and "277" not in dict(x42)
+    w_a = wire("35=W|262=r|55=ACORN.LAB|268=2|269=4|270=100.50|271=30|625=2|269=A|270=100.50|271=5|625=2|")
+    counted = [(t, v) for t, v in fields(made["4.2"](w_a)) if t in ("268", "269")]
+    assert counted == [("268", "1"), ("269", "4")]
+    assert made["4.2"](wire("35=X|262=r|268=1|279=2|269=A|55=ACORN.LAB|270=100.50|")) == ""
+    assert made["5.0SP2"](wire("35=X|262=r|268=1|279=2|269=A|55=ACORN.LAB|270=100.50|")) != ""
