@@ -16,11 +16,22 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from services.client.scenario.groups import GroupShape
-from services.client.scenario.runner import RecordLike, Result, Runner, SessionLike, reachable
+from services.client.scenario.runner import (
+    PhaseNotChanged,
+    RecordLike,
+    Result,
+    Runner,
+    SessionLike,
+    SetPhaseFn,
+    reachable,
+)
 from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
-from shared.config import ConfigError, env_int
+from shared import phases, redis_cluster
+from shared.config import ConfigError, env_int, parse_instruments
+from shared.schema import PHASE_NAMES
 from shared.tls import DEFAULT_TLS_PORT, TLS_PORT_ENV, client_context, default_ca_file
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -70,6 +81,24 @@ def dictionary_groups() -> Callable[[str], Mapping[int, GroupShape]]:
     return lambda msg_type: groups.get(msg_type, {})
 
 
+def bus_phase(url: str) -> SetPhaseFn:
+    """Phase steps through the bus at ``url``: the SetPhase ``fixlab admin phase`` sends, to the shard
+    of the symbol in this environment's instruments (FIXLAB_INSTRUMENTS, FIXLAB_SHARDS)."""
+    conn: list[Any] = []
+
+    def set_phase(symbol: str, phase: int, reason: str, timeout_s: float) -> str:
+        if not conn:
+            conn.append(redis_cluster.connect_any(url, timeout_s=max(2.0, timeout_s)))
+        instruments = parse_instruments(os.environ)
+        seen = phases.set_phase(conn[0], instruments, symbol, phase, reason, timeout_s)
+        if not seen:
+            raise PhaseNotChanged(f"no phase change to {PHASE_NAMES[phase]} within {timeout_s:g} s "
+                                  "(it may be in that phase already, or its matcher is down)")
+        return "; ".join(f"{c.symbol}: {PHASE_NAMES.get(c.prev_phase, c.prev_phase)} -> "
+                         f"{PHASE_NAMES.get(c.phase, c.phase)} ({c.reason})" for c in seen)
+    return set_phase
+
+
 def load(paths: Sequence[str]) -> list[Scenario]:
     """Parse every file; raise ScenarioSyntaxError (file:line) or OSError on the first bad one."""
     return [parse(Path(p).read_text(encoding="utf-8"), p) for p in paths]
@@ -98,6 +127,8 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tls-ca", type=Path, help="the CA file those verify the exchange's certificate with "
                    "(default FIXLAB_TLS_CA, else a local run's FIXLAB_RUN_DIR/tls/cert.pem)")
     p.add_argument("--tls-insecure", action="store_true", help="accept any certificate, unverified")
+    p.add_argument("--redis-url", default=os.environ.get("REDIS_URL"),
+                   help="the bus, for phase steps (default REDIS_URL; make run prints it)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each step as it runs")
     p.add_argument("--transcript", metavar="DIR", type=Path,
                    help="write each scenario's conversation to DIR/NAME.wire: every message its steps "
@@ -134,12 +165,14 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
     groups = None if factory is not None else dictionary_groups()
     names = None if factory is not None else dictionary_names()
     log = (lambda line: print(line, flush=True)) if args.verbose else None
+    set_phase = bus_phase(args.redis_url) if args.redis_url else None
     for scenario in scenarios:
         if args.verbose:
             print(f"{scenario.file}: {scenario.title}", flush=True)
         try:
             result = Runner(make, log=log, groups=groups, names=names, transcript=args.transcript is not None,
-                            engine_started=keep_ctrl_c if factory is None else None).run(scenario)
+                            engine_started=keep_ctrl_c if factory is None else None,
+                            set_phase=set_phase).run(scenario)
         except KeyboardInterrupt:  # the runner has logged its sessions out on the way
             print(f"interrupted in {scenario.file}", file=sys.stderr)
             return EXIT_INTERRUPTED
