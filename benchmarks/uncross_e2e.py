@@ -3,7 +3,7 @@ the SetPhase that ends it, timed until the last report of the auction reaches it
 
 One strict QuickFIX client (BENCH001, stock FIX44.xml) sends the call's orders (``uncross.call_book``'s:
 prices 1% either side of the reference, one in ten At the Opening); the matcher's open-order limit is
-raised for the run (FIXLAB_MATCHER_MAX_OPEN_ORDERS), since one session holds them all: its orders then
+raised for the run (FIXLAB_MAX_OPEN_ORDERS), since one session holds them all: its orders then
 reach the matcher in the order sent, so the reports the auction gives (fills, the At the Opening
 cancels) are known in advance, by replaying the same orders in an ``Engine`` here. The clock starts
 when the SetPhase is written to the orders stream (as ``fixlab admin phase`` writes it) and stops at
@@ -110,7 +110,7 @@ def time_e2e(n: int, call: list[Any], timeout_s: float = 120.0) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="fixlab-uncross-") as tmp:
         fix_port, web_port = free_port(), free_port()
         runner = Runner(Path(tmp) / "run", fix_port, web_port, {
-            "FIXLAB_BOTS": "0", "FIXLAB_MATCHER_MAX_OPEN_ORDERS": str(n + 100)})
+            "FIXLAB_BOTS": "0", "FIXLAB_MAX_OPEN_ORDERS": str(n + 100)})
         app = Reports()
         initiator = None
         try:
