@@ -91,7 +91,8 @@ def measure(settings: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.session_memory", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.session_memory",
+                                description=(__doc__ or "").split("\n")[0])
     p.add_argument("--sessions", type=int, default=100)
     p.add_argument("--out", type=Path)
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
