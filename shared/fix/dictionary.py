@@ -545,14 +545,16 @@ def load(path: str | None = None) -> Dictionary:
 
 
 @functools.cache
-def load_version(name: str) -> Dictionary:
+def load_version(name: str, app_file: str | None = None) -> Dictionary:
     """The names of FIX version ``name`` ("4.2", "4.4", "5.0SP2": ``shared.fix.versions``), from the
     dictionaries the quickfix package installs, parsed once. FIXT.1.1: FIXT11.xml's header, trailer and
-    session messages with FIX50SP2.xml's application messages, as a FIX 5.0 SP2 engine reads them."""
+    session messages with FIX50SP2.xml's application messages, as a FIX 5.0 SP2 engine reads them.
+    ``app_file``: another file for the application messages (the terminal client's cut of them,
+    ``client_dictionary_file``, which names everything its session can carry in a third of the time)."""
     from shared.fix.versions import version
 
     v = version(name)
-    app = load(str(v.app_dictionary()))
+    app = load(app_file or str(v.app_dictionary()))
     if not v.fixt:
         return app
     transport = load(str(v.transport_dictionary()))
