@@ -1,12 +1,14 @@
 """The terminal client's two numbers (issue 24): start-up to logged on, and the TUI at 1,000 msgs/s.
 
-    python -m benchmarks.client [--runs 5] [--rate 1000] [--seconds 10] [--out PATH.json]
+    python -m benchmarks.client [--runs 5] [--fix-version 4.4 --fix-version 5.0SP2] [--startup-only]
+                                [--rate 1000] [--seconds 10] [--out PATH.json]
 
 1. Start-up: redis-server, matcher and gateway as processes (as ``make run`` has them), then
-   ``python -m services.client --plain`` run ``--runs`` times, each a new process: the time from
-   spawning it to its ``<- Logon`` line (interpreter, imports, engine, tap, Logon both ways). The
-   full-screen client logs on the same way before it draws; its first screen (Textual imported, app
-   mounted, headless) is timed beside it.
+   ``python -m services.client --plain --fix-version V`` run ``--runs`` times for each version (by
+   default 4.4 and 5.0SP2, in turns, so the machine's drift hits both alike), each a new process: the
+   time from spawning it to its ``<- Logon`` line (interpreter, imports, dictionaries, engine, tap,
+   Logon both ways). The full-screen client logs on the same way before it draws; its first screen
+   (Textual imported, app mounted, headless) is timed beside it.
 2. Throughput: the Textual app (headless, Textual's own test harness, 200x50) fed ``--rate`` records a
    second for ``--seconds`` from another thread, as the tap feeds it (each record decoded there, as
    the tap's thread does): ExecutionReports and market-data refreshes, one in ten a Heartbeat. It
@@ -34,6 +36,7 @@ from benchmarks import output
 from services.client.core import Client
 from services.client.session import LOGGED_ON, Record
 from services.client.tui import ClientApp, WireView
+from shared.compids import CLIENT42_COMP_IDS, CLIENT50_COMP_IDS, CLIENT_COMP_IDS
 from shared.fix import dictionary
 from shared.fix.codec import encode
 from shared.redis_server import RedisServer, free_port
@@ -54,50 +57,58 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) 
         time.sleep(0.05)
 
 
-def startup(runs: int) -> dict[str, Any]:
-    """Seconds from spawning ``python -m services.client --plain`` to its ``<- Logon`` line."""
+def startup(runs: int, versions: tuple[str, ...] = ("4.4",)) -> dict[str, Any]:
+    """Seconds from spawning ``python -m services.client --plain`` to its ``<- Logon`` line, per version."""
     with tempfile.TemporaryDirectory(prefix="fixlab-clientbench-") as tmp:
         server = RedisServer(Path(tmp) / "redis").start()
         port = free_port()
         env = {**os.environ, "REDIS_URL": server.url, "FIXLAB_FIX_PORT": str(port), "FIXLAB_LABS": "0",
                "FIXLAB_GATEWAY_ID": "clientbench", "FIXLAB_RUN_DIR": str(Path(tmp) / "run")}
         procs: list[subprocess.Popen[bytes]] = []
+        times: dict[str, list[float]] = {v: [] for v in versions}
         try:
             with (Path(tmp) / "services.log").open("wb") as log:
                 for module in ("services.matcher", "services.gateway"):
                     procs.append(subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log,
                                                   stderr=subprocess.STDOUT))
             _wait_port(port, procs[-1])
-            times: list[float] = []
             for i in range(runs):
-                t0 = time.perf_counter()
-                argv = [sys.executable, "-m", "services.client", "--plain", "--port", str(port),
-                        "--comp-id", f"CLIENT{i % 16 + 1:02d}"]
-                client = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE)
-                assert client.stdout is not None and client.stdin is not None
-                try:
-                    while True:
-                        text = client.stdout.readline()
-                        if not text:
-                            why = client.stderr.read() if client.stderr else b""
-                            raise SystemExit(f"the client ended: {why!r}")
-                        if b"<- Logon 35=A" in text:
-                            times.append(time.perf_counter() - t0)
-                            break
-                finally:
-                    client.stdin.close()
-                    client.wait(10)
-                    client.stdout.close()
-                    if client.stderr is not None:
-                        client.stderr.close()
+                for name in versions:
+                    times[name].append(_one_start(port, name, i))
         finally:
             for proc in reversed(procs):
                 proc.terminate()
                 proc.wait(15)
             server.stop()
-    return {"runs": runs, "min_s": min(times), "median_s": statistics.median(times), "max_s": max(times),
-            "all_s": times}
+    out: dict[str, Any] = {}
+    for name, got in times.items():
+        out[name] = {"runs": runs, "min_s": min(got), "median_s": statistics.median(got), "max_s": max(got),
+                     "all_s": got}
+    return out
+
+
+def _one_start(port: int, name: str, i: int) -> float:
+    """One client process of version ``name``, spawned to logged on, in seconds."""
+    pool = {"4.4": CLIENT_COMP_IDS, "4.2": CLIENT42_COMP_IDS, "5.0SP2": CLIENT50_COMP_IDS}[name]
+    t0 = time.perf_counter()
+    argv = [sys.executable, "-m", "services.client", "--plain", "--port", str(port), "--fix-version", name,
+            "--comp-id", pool[i % len(pool)]]
+    client = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert client.stdout is not None and client.stdin is not None
+    try:
+        while True:
+            text = client.stdout.readline()
+            if not text:
+                why = client.stderr.read() if client.stderr else b""
+                raise SystemExit(f"the client ended: {why!r}")
+            if b"<- Logon 35=A" in text:
+                return time.perf_counter() - t0
+    finally:
+        client.stdin.close()
+        client.wait(10)
+        client.stdout.close()
+        if client.stderr is not None:
+            client.stderr.close()
 
 
 class _Session:
@@ -190,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--rate", type=int, default=1000)
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--fix-version", action="append", dest="versions", choices=("4.2", "4.4", "5.0SP2"),
+                   help="start-up of this version's client (repeat; default: 4.4 and 5.0SP2)")
+    p.add_argument("--startup-only", action="store_true", help="time the start-up only")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     result = output.head("client", "benchmarks.client", argv)
@@ -202,24 +216,31 @@ def main(argv: list[str] | None = None) -> int:
             return time.perf_counter() - t0
 
     result["loadavg_before"] = os.getloadavg()  # the machine is shared: what else ran says how to read it
-    result["startup"] = startup(args.runs)
-    result["first_screen_s"] = asyncio.run(first_screen())
-    result["throughput"] = throughput(args.rate, args.seconds)
-    result["loadavg_after"] = os.getloadavg()
-    s, t = result["startup"], result["throughput"]
-    text = (f"# Terminal client\n\n`{result['command']}`, {result['date']}\n\n"
-            f"- start-up to logged on (`python -m services.client --plain`, new process, {s['runs']} runs): "
-            f"median {s['median_s']:.2f} s, min {s['min_s']:.2f} s, max {s['max_s']:.2f} s (target: 2 s)\n"
-            f"- the TUI's first screen (app built and mounted, headless): {result['first_screen_s']:.2f} s\n"
+    versions = tuple(args.versions or ("4.4", "5.0SP2"))
+    result["startup"] = startup(args.runs, versions)
+    lines = [f"# Terminal client\n\n`{result['command']}`, {result['date']}\n"]
+    for name, s in result["startup"].items():
+        lines.append(f"- start-up to logged on, FIX {name} (`python -m services.client --plain --fix-version "
+                     f"{name}`, new process, {s['runs']} runs, versions in turns): "
+                     f"median {s['median_s']:.2f} s, "
+                     f"min {s['min_s']:.2f} s, max {s['max_s']:.2f} s (target: 2 s)")
+    if not args.startup_only:
+        result["first_screen_s"] = asyncio.run(first_screen())
+        result["throughput"] = throughput(args.rate, args.seconds)
+        t = result["throughput"]
+        lines += [
+            f"- the TUI's first screen (app built and mounted, headless): {result['first_screen_s']:.2f} s",
             f"- TUI fed {t['fed']:,} records at {t['rate_achieved']:,.0f}/s for {t['feed_s']:.1f} s: "
             f"{t['shown']:,} shown, all of them {t['caught_up_after_feed_s'] * 1000:.0f} ms after the feed "
             f"stopped; largest backlog at a drain {t['max_backlog']}, longest wait feed->screen "
             f"{t['max_lag_ms']:.0f} ms; at the {t['drains']} drains (every 50 ms) the oldest waiting one had "
             f"waited {t['wait_p50_ms']:.0f} ms (median), {t['wait_p99_ms']:.0f} ms (p99), over 100 ms at "
             f"{t['over_100ms']}; median backlog {t['backlog_p50']:.0f}; process CPU "
-            f"{t['cpu_share'] * 100:.0f}% of one core\n"
-            f"- load average (1 min) before and after: {result['loadavg_before'][0]:.2f}, "
-            f"{result['loadavg_after'][0]:.2f} ({os.cpu_count()} cores, shared with other work)\n")
+            f"{t['cpu_share'] * 100:.0f}% of one core"]
+    result["loadavg_after"] = os.getloadavg()
+    lines.append(f"- load average (1 min) before and after: {result['loadavg_before'][0]:.2f}, "
+                 f"{result['loadavg_after'][0]:.2f} ({os.cpu_count()} cores, shared with other work)")
+    text = "\n".join(lines) + "\n"
     output.write(args.out, result, text)
     return 0
 

@@ -4,7 +4,7 @@ the certification script's instructions (News 35=B whose headline starts "order 
 TestReqID (112), so no TestRequest is answered; its second order reuses the first's ClOrdID; its
 cancel names the order's first ClOrdID in OrigClOrdID (41), not the one the replace gave it.
 
-    python -m tests.certify_client --comp CERT01 --port 9880 [--broken]
+    python -m tests.certify_client --comp CERT01 --port 9880 [--host H] [--password P] [--broken]
 
 It exits 0 once logged out (the certification ends with the exchange's Logout), 1 on a time-out.
 """
@@ -25,13 +25,13 @@ from shared.fix.dictionary import installed_dictionary
 SOH = "\x01"
 
 
-def settings(comp: str, port: int) -> str:
+def settings(comp: str, port: int, host: str = "127.0.0.1") -> str:
     return f"""[DEFAULT]
 ConnectionType=initiator
 BeginString=FIX.4.4
 SenderCompID={comp}
 TargetCompID=FIXLAB
-SocketConnectHost=127.0.0.1
+SocketConnectHost={host}
 SocketConnectPort={port}
 StartTime=00:00:00
 EndTime=00:00:00
@@ -97,9 +97,10 @@ def fields_of(raw: str) -> dict[int, str]:
 
 
 class Client(fix.Application):
-    def __init__(self, broken: bool) -> None:
+    def __init__(self, broken: bool, password: str | None = None) -> None:
         super().__init__()
         self.broken = broken
+        self.password = password
         self.orders = Orders(broken)
         self.done = threading.Event()
         self.sid: fix.SessionID | None = None
@@ -116,6 +117,8 @@ class Client(fix.Application):
         try:
             if self.broken and msg.getHeader().getField(35) == "0" and msg.isSetField(112):
                 msg.removeField(112)
+            if self.password is not None and msg.getHeader().getField(35) == "A":
+                msg.setField(554, self.password)
         except Exception as exc:  # an exception escaping a callback would end the process
             print(f"toAdmin: {exc!r}", file=sys.stderr)
 
@@ -146,11 +149,13 @@ def main() -> int:
     p.add_argument("--comp", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--broken", action="store_true")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--password", help="the run's one-time password (Password 554 in the Logon)")
     p.add_argument("--timeout", type=float, default=150.0)
     args = p.parse_args()
-    app = Client(args.broken)
+    app = Client(args.broken, args.password)
     s = fix.SessionSettings()
-    s.setFromString(settings(args.comp, args.port))
+    s.setFromString(settings(args.comp, args.port, args.host))
     initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), s)
     initiator.start()
     try:

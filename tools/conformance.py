@@ -1,14 +1,18 @@
-"""A runner for QuickFIX's own FIX 4.4 session acceptance definitions (``*.def``), against any acceptor.
+"""A runner for QuickFIX's own session acceptance definitions (``*.def``), against any acceptor.
 
     python -m tools.conformance DIR --port 9878 [--only NAME ...]
+
+``SUITES`` names the three the exchange plays (FIX 4.2, FIX 4.4, FIX 5.0 SP2 over FIXT.1.1): where
+each lies under ``../shared/conformance`` and the CompIDs its files use.
 
 The definition format (QuickFIX test/definitions/server): ``#`` comment; ``iCONNECT`` / ``i2,CONNECT``
 open connection 1 (or 2); ``iDISCONNECT`` closes ours; ``I<msg>`` sends; ``E<msg>`` expects the next
 message; ``eDISCONNECT`` expects the peer to close. ``<TIME>``, ``<TIME+N>``, ``<TIME-N>`` are UTC
 timestamps. A message to send without 9= or 10= gets them computed; one written in the file is sent
 as is. Expected messages must match field by field in order; 10, 52, 60, 122 and 42 loosely.
-The 44 session-level definitions are those whose expectations are all admin messages (the other 15
-expect QuickFIX's 'at' echo application, which an exchange is not).
+The session-level definitions are those whose expectations are all admin messages (the other 15 of
+each suite expect QuickFIX's 'at' echo application, which an exchange is not): 44 of FIX 4.4's 59,
+43 of FIX 4.2's 58, 45 of FIX 5.0 SP2's 60.
 """
 
 from __future__ import annotations
@@ -255,19 +259,39 @@ class Runner:
                 raise StepFailed(f"expected a disconnect, got {_show(got)}")
 
 
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """One version's definitions: their folder under ``conformance/`` and the CompIDs they use."""
+
+    version: str  # "4.2", "4.4", "5.0SP2" (shared.fix.versions)
+    folder: str
+    begin_string: str
+    client: str  # the definitions' SenderCompID
+    acceptor: str = "ISLD"
+    session_level: int = 0  # how many of its definitions need no echo application
+
+
+SUITES: dict[str, Suite] = {
+    # FIX 4.4 at tag v1.16.0 (the engine PyPI installs): client TW (TW44 in QuickFIX's HEAD).
+    "4.4": Suite("4.4", "quickfix-at-fix44/_v1.16.0_TW", "FIX.4.4", "TW", session_level=44),
+    "4.2": Suite("4.2", "quickfix-at-fix42", "FIX.4.2", "TW42", session_level=43),
+    "5.0SP2": Suite("5.0SP2", "quickfix-at-fix50sp2", "FIXT.1.1", "TW50SP2", session_level=45),
+}
+
+
 def session_level_files(folder: Path) -> list[Path]:
     """The definitions in ``folder`` that need no echo application."""
     return sorted(p for p in folder.glob("*.def") if session_level(parse_definition(p.read_bytes())))
 
 
-def acceptor_sessions_file(client: str = "TW", acceptor: str = "ISLD") -> str:
+def acceptor_sessions_file(client: str = "TW", acceptor: str = "ISLD", begin_string: str = "FIX.4.4") -> str:
     """The user-file section that makes the gateway accept the suite's CompIDs."""
-    return (f"[SESSION]\nSenderCompID={acceptor}\nTargetCompID={client}\n"
+    return (f"[SESSION]\nBeginString={begin_string}\nSenderCompID={acceptor}\nTargetCompID={client}\n"
             "ResetOnLogon=Y\nResetOnLogout=Y\nResetOnDisconnect=Y\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Play QuickFIX FIX 4.4 acceptance definitions")
+    parser = argparse.ArgumentParser(description="Play QuickFIX session acceptance definitions")
     parser.add_argument("folder", type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)

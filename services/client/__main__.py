@@ -104,8 +104,11 @@ def connect(args: argparse.Namespace) -> Client:
     """Start and log on: the Client of the session that logged on (it saw every record of it)."""
     v = version(args.fix_version)
     # The wire's names: the version's own (FIXT: its session level's and FIX 5.0 SP2's), or --dictionary's.
-    names = (dictionary.load(str(args.dictionary)) if args.dictionary and not v.fixt
-             else dictionary.load_version(v.name))
+    if args.dictionary:
+        names = (dictionary.load(str(args.dictionary)) if not v.fixt else dictionary.load_version(v.name))
+    else:  # what the session validates with (FIX 5.0 SP2: the cut of FIX50SP2.xml, ClientSession's)
+        cut = str(dictionary.client_dictionary_file(v.app_dictionary())) if v.client_cut else None
+        names = dictionary.load_version(v.name, cut)
     clients: dict[str, Client] = {}
 
     def make(comp_id: str) -> ClientSession:

@@ -25,7 +25,9 @@ API:
   (the exchange keeps a CLIENT session's numbers while it runs); None: MemoryStore and
   ResetOnLogon=Y (141=Y on every Logon: both ends start from 1).
 - ``dictionary``: the data dictionary the engine validates with, strictly (default: the stock one the
-  quickfix package installs for the session's version; the exchange sends nothing it would Reject).
+  quickfix package installs for the session's version; the exchange sends nothing it would Reject;
+  FIX 5.0 SP2's cut to the messages the exchange speaks, each kept whole, which validates those
+  exactly as the stock file and loads ten times faster: ``FixVersion.client_cut``).
 - ``begin``: the BeginString, which picks the version (``shared.fix.versions``): ``FIX.4.4`` (default),
   ``FIX.4.2`` (FIX42.xml), ``FIXT.1.1`` (FIX 5.0 SP2: FIXT11.xml for the session level,
   ``dictionary`` or FIX50SP2.xml for the application, DefaultApplVerID 9 on the Logon).
@@ -54,6 +56,7 @@ from typing import Any
 import quickfix as fix
 
 from shared.compids import BEGIN_STRING, CLIENT_COMP_IDS, EXCHANGE_COMP_ID
+from shared.fix.dictionary import DictionaryError, client_dictionary_file
 from shared.fix.initiator import set_fields
 from shared.fix.message import Fields
 from shared.fix.seqs import ExchangeSeqs
@@ -199,6 +202,11 @@ class ClientSession:
             raise SessionError(f"BeginString {begin!r}: one of {', '.join(BY_BEGIN_STRING)}")
         self.fix_version = fix_version
         self.dictionary = dictionary or fix_version.app_dictionary()
+        if dictionary is None and fix_version.client_cut and self.dictionary.is_file():
+            try:
+                self.dictionary = client_dictionary_file(self.dictionary)
+            except (DictionaryError, OSError) as exc:
+                raise SessionError(f"cannot cut the FIX data dictionary {self.dictionary}: {exc}") from None
         self.transport_dictionary = fix_version.transport_dictionary() if fix_version.fixt else None
         self.on_record = on_record
         self.on_status = on_status

@@ -88,8 +88,8 @@ class VersionDictionaries:
 
     As FIX 4.4's: the installed file trimmed to the messages the exchange speaks (the ones this
     version defines), what it only sends slimmed to what it writes; a version whose table says so
-    (FIX 5.0 SP2) keeps in what a client sends only what it requires and the tags FIX 4.4 lists there
-    outside repeating groups (shared.fix.versions says why).
+    (FIX 5.0 SP2) keeps in what a client sends only what it requires and what FIX 4.4 lists there,
+    its repeating groups included (shared.fix.versions says why).
     """
 
     def __init__(self, version: FixVersion, directory: Path, fix44: Dictionary, trim: bool) -> None:
@@ -98,7 +98,10 @@ class VersionDictionaries:
         types = acceptor_types(fix44) & self.types
         written: dict[str, frozenset[int]] = {t: tags for t, tags in WRITTEN.items() if t in types}
         if version.received_as_fix44:
-            written.update({t: fix44.top_level(t) | READ_GROUPS.get(t, frozenset())
+            # FIX 4.4's shape of each: its fields and its groups with the fields FIX 4.4 lists in
+            # them, so that QuickFIX knows the groups a client may send there and counts their
+            # entries (373=16, Incorrect NumInGroup count); 5.0 SP2's own additions stay out.
+            written.update({t: fix44.bodies[t] | READ_GROUPS.get(t, frozenset())
                             for t in RECEIVED_MESSAGES if t in types})
         stem = f"FIXLAB-{version.name}"
         self.app = (write_acceptor_dictionary(directory / f"{stem}-acceptor.xml", version.app_dictionary(),

@@ -4,15 +4,22 @@ The web imports no other service (tests/unit/test_layers.py), so a run is the co
 type, as a child process with a port and a CompID of its own; its stdout (where to connect, the
 script's instructions, each check's result) is kept for the page, and its JSON and HTML reports are
 read when it ends. One run per CompID, at most ``runs`` at once, each killed after ``max_s``.
+
+Runs listen on ``FIXLAB_CERTIFY_LISTEN`` (loopback by default). Beyond loopback each run has a
+one-time password, made here and handed to the command on its stdin (never an argument: the process
+list shows those), that the client's Logon must carry (554): it is in the start's answer only, for
+the one who pressed Start; the run's view, which anyone may read, never holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -47,6 +54,14 @@ class CertifySettings:
     runs: int  # runs at once
     logon_timeout_s: float  # a run nobody logs on to ends after this, with a report saying so
     max_s: float  # a run still alive this long after its start is killed
+    listen: str = "127.0.0.1"  # where runs listen; beyond loopback each has a one-time password
+
+    @property
+    def password_needed(self) -> bool:
+        return self.listen not in LOOPBACK
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def certify_settings(env: Mapping[str, str]) -> CertifySettings:
@@ -56,8 +71,15 @@ def certify_settings(env: Mapping[str, str]) -> CertifySettings:
     if max_s <= logon:
         raise ConfigError(f"FIXLAB_CERTIFY_MAX_SECONDS ({max_s:g}) must exceed "
                           f"FIXLAB_CERTIFY_LOGON_TIMEOUT ({logon:g}): a run plays its script after the Logon")
+    listen = env_str(env, "FIXLAB_CERTIFY_LISTEN", "127.0.0.1").strip()
+    if listen != "localhost":
+        try:
+            ipaddress.ip_address(listen)
+        except ValueError:
+            raise ConfigError(f"FIXLAB_CERTIFY_LISTEN={listen!r}: an IP address (0.0.0.0: every "
+                              "interface)") from None
     return CertifySettings(ports, env_int(env, "FIXLAB_CERTIFY_RUNS", len(COMPS), lo=1, hi=len(COMPS)),
-                           logon, max_s)
+                           logon, max_s, listen)
 
 
 def parse_ports(raw: str) -> tuple[int, ...]:
@@ -86,8 +108,11 @@ class Refused(Exception):
 
 
 class Run:
-    def __init__(self, comp: str, port: int, folder: Path, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, comp: str, port: int, folder: Path, proc: asyncio.subprocess.Process,
+                 host: str = "127.0.0.1", password: str | None = None) -> None:
         self.comp, self.port, self.folder, self.proc = comp, port, folder, proc
+        self.host = host  # where the client connects, as the page says it
+        self.password = password  # the one-time password; in the start's answer only (``started``)
         self.started = time.time()
         self.lines: deque[str] = deque(maxlen=LINES)
         self.state = STARTING
@@ -104,14 +129,21 @@ class Run:
         return self.folder / "report.html"
 
     def view(self, logon_timeout_s: float) -> dict[str, Any]:
-        return {"comp_id": self.comp, "state": self.state, "host": "127.0.0.1", "port": self.port,
+        return {"comp_id": self.comp, "state": self.state, "host": self.host, "port": self.port,
+                "password_required": self.password is not None,
                 "target_comp_id": TARGET, "fix_version": "FIX.4.4", "started": round(self.started, 3),
                 "logon_timeout_s": logon_timeout_s, "exit_code": self.code, "lines": list(self.lines),
                 "message": self.message(logon_timeout_s), "report": self.report,
                 "report_html": f"/api/certify/{self.comp}/report.html" if self.html.exists() else None}
 
+    def started_view(self, logon_timeout_s: float) -> dict[str, Any]:
+        """The start's answer: the view and the one-time password, for the one who started it."""
+        return {**self.view(logon_timeout_s), "password": self.password}
+
     def message(self, logon_timeout_s: float) -> str:
-        where = f"127.0.0.1:{self.port} as SenderCompID {self.comp}, TargetCompID {TARGET}, FIX.4.4"
+        where = f"{self.host}:{self.port} as SenderCompID {self.comp}, TargetCompID {TARGET}, FIX.4.4"
+        if self.password is not None:
+            where += ", with the run's one-time password in Password (554)"
         if self.state == STARTING:
             return f"Starting a certification acceptor on {where} ..."
         if self.state == WAITING:
@@ -154,11 +186,13 @@ class Certifications:
             raise Refused(404, f"{comp} has not been certified since the web started")
         return run
 
-    async def start(self, comp: str) -> Run:
+    async def start(self, comp: str, host: str = "") -> Run:
+        """Start ``comp``'s run; ``host``: the web's name as the browser reached it, said as where to
+        connect when runs listen on every interface."""
         async with self._starting:
-            return await self._start(comp)
+            return await self._start(comp, host)
 
-    async def _start(self, comp: str) -> Run:
+    async def _start(self, comp: str, host: str = "") -> Run:
         if comp not in COMPS:
             raise Refused(404, f"unknown CompID {comp!r}: certification takes {COMPS[0]}..{COMPS[-1]}")
         if self._closing:
@@ -174,20 +208,30 @@ class Certifications:
             raise Refused(503, f"all {min(self.settings.runs, len(self.settings.ports))} certification "
                                "runs are busy: try again in a minute or two")
         folder = Path(tempfile.mkdtemp(prefix=f"fixlab-certify-{comp}-"))
+        listen = self.settings.listen
+        password = secrets.token_urlsafe(12) if self.settings.password_needed else None
+        extra = ["--listen", listen, "--password-stdin"] if password is not None else ["--listen", listen]
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "services.client.certify", "--comp", comp, "--port", str(free[0]),
                 "--logon-timeout", f"{self.settings.logon_timeout_s:g}",
                 "--json", str(folder / "report.json"), "--html", str(folder / "report.html"),
-                "--report", str(folder / "report.md"),
-                cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=asyncio.subprocess.DEVNULL,
+                "--report", str(folder / "report.md"), *extra,
+                cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdin=asyncio.subprocess.PIPE if password is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            if password is not None:
+                assert proc.stdin is not None
+                proc.stdin.write(password.encode() + b"\n")
+                await proc.stdin.drain()
+                proc.stdin.close()
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)
             raise Refused(500, f"cannot start a certification run: {exc}") from None
         if old is not None:
             shutil.rmtree(old.folder, ignore_errors=True)
-        run = self.runs[comp] = Run(comp, free[0], folder, proc)
+        shown = listen if listen not in ("0.0.0.0", "::") else (host or listen)
+        run = self.runs[comp] = Run(comp, free[0], folder, proc, shown, password)
         self._turn = (self.settings.ports.index(free[0]) + 1) % len(self.settings.ports)
         run.task = asyncio.create_task(self._watch(run), name=f"certify-{comp}")
         log.info("certification of %s started on port %d (pid %d)", comp, run.port, proc.pid)
@@ -239,6 +283,13 @@ class Certifications:
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'self'"
 
 
+def _hostname(host: str) -> str:
+    """The name in a Host header, without its port ("[::1]:8000" -> "::1")."""
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else ""
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
 def mount(app: FastAPI, certs: Certifications, static: Path, origins: frozenset[str]) -> None:
     """The page (/certify) and its JSON API (/api/certify...)."""
 
@@ -256,10 +307,11 @@ def mount(app: FastAPI, certs: Certifications, static: Path, origins: frozenset[
         if not origin_allowed(request.headers.get("origin"), request.headers.get("host"), origins):
             return JSONResponse({"error": "this page's origin may not start a certification"}, 403)
         try:
-            run = await certs.start(comp)
+            run = await certs.start(comp, _hostname(request.headers.get("host", "")))
         except Refused as exc:
             return JSONResponse({"error": exc.text}, exc.status)
-        return JSONResponse(run.view(certs.settings.logon_timeout_s), 201)
+        return JSONResponse(run.started_view(certs.settings.logon_timeout_s), 201,
+                            headers={"Cache-Control": "no-store"})
 
     @app.get("/api/certify/{comp}")
     async def certify_status(comp: str) -> JSONResponse:

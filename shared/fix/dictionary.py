@@ -29,9 +29,12 @@ import re
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+import zlib
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 FILE_NAME = "FIXLAB-FIX44.xml"
 # The application messages the exchange speaks, received and sent, that the acceptor's dictionary
@@ -72,6 +75,7 @@ WRITTEN: dict[str, frozenset[int]] = {
 # version's received messages are slimmed (shared.fix.versions, FIX 5.0 SP2).
 READ_GROUPS: dict[str, frozenset[int]] = {"V": frozenset({267, 269, 146, 55})}
 TRD_MATCH_ID = 880
+_V = TypeVar("_V")
 MULTI_VALUE_TYPES = frozenset({"MULTIPLEVALUESTRING", "MULTIPLECHARVALUE", "MULTIPLESTRINGVALUE"})
 
 _ROOT = re.compile(r"""<fix\s[^>]*major=(['"])4\1[^>]*minor=(['"])4\2""")
@@ -308,6 +312,32 @@ def exchange_dictionary_file(directory: Path | None = None) -> Path:
     return write_exchange_dictionary(directory / FILE_NAME)
 
 
+def client_dictionary_file(source: Path, directory: Path | None = None) -> Path:
+    """``source`` (a stock dictionary) cut to the messages the exchange speaks, each kept whole, as a
+    file in ``directory`` (default: a per-user cache folder), written once per source file.
+
+    For a client of the exchange it validates as ``source`` does: every message that can cross its
+    session keeps every field, component, group and enum value ``source`` gives it. QuickFIX loads the
+    whole FIX50SP2.xml in ~1.5 s here (5 s on a busy machine), this cut in a tenth of that.
+    """
+    if directory is None:
+        directory = Path(tempfile.gettempdir()) / f"fixlab-{os.getuid()}"
+    try:
+        stat = source.stat()
+    except OSError as exc:
+        raise DictionaryError(f"cannot read the FIX data dictionary {source}: {exc.strerror}") from None
+    # The name says which source file, as it was, and which messages: a changed one gets a new cut.
+    key = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{','.join(sorted(EXCHANGE_MESSAGES))}"
+    dest = directory / f"FIXLAB-client-{source.stem}-{zlib.crc32(key.encode()):08x}.xml"
+    if dest.is_file():
+        return dest
+    text = source.read_text(encoding="utf-8")
+    msg_types = EXCHANGE_MESSAGES & {m.group(2) for m in _MSGTYPE.finditer(text)}
+    session = {m.get("msgtype", "") for m in ET.fromstring(text).iter("message")
+               if m.get("msgcat") == "admin"}
+    return _write_if_changed(dest, acceptor_dictionary(text, msg_types | session))
+
+
 # ------------------------------------------------------------------------------- names of tags
 
 
@@ -347,9 +377,9 @@ class Dictionary:
     header_tags: frozenset[int]
     trailer_tags: frozenset[int]
     # Each message's repeating groups (components expanded), by MsgType, then by count tag.
-    groups: dict[str, dict[int, GroupDef]] = field(default_factory=dict)
+    groups: Mapping[str, dict[int, GroupDef]] = field(default_factory=dict)
     # Every tag each message may hold in its body, by MsgType (components and groups expanded).
-    bodies: dict[str, frozenset[int]] = field(default_factory=dict)
+    bodies: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
     def top_level(self, msg_type: str) -> frozenset[int]:
         """The tags a message holds outside its repeating groups (components expanded)."""
@@ -422,16 +452,43 @@ def parse_dictionary(xml_text: str | bytes) -> Dictionary:
         category = "session" if m.attrib.get("msgcat") == "admin" else "app"
         messages[msg_type] = MessageDef(msg_type, m.attrib.get("name", ""), category)
     components = {c.attrib.get("name", ""): c for c in root.find("components") or ()}
-    groups = {}
-    bodies = {}
-    for m in root.iter("message"):
-        msg_type = m.attrib.get("msgtype")
-        if msg_type is not None:
-            tags, groups[msg_type] = _members(m, by_name, components, set())
-            bodies[msg_type] = frozenset(tags) | _group_tags(groups[msg_type])
+    nodes = {m.attrib["msgtype"]: m for m in root.iter("message") if "msgtype" in m.attrib}
+
+    @functools.cache
+    def shape(msg_type: str) -> tuple[dict[int, GroupDef], frozenset[int]]:
+        tags, inner = _members(nodes[msg_type], by_name, components, set())
+        return inner, frozenset(tags) | _group_tags(inner)
+
+    # Worked out per message the first time it is asked for: FIX 5.0 SP2's 156 messages, their
+    # components expanded, took 0.5 s of a client's start, which reads a handful of them.
+    groups = _Lazy(nodes, lambda t: shape(t)[0])
+    bodies = _Lazy(nodes, lambda t: shape(t)[1])
     header = {by_name[n] for n in _names_in(root.find("header")) if n in by_name}
     trailer = {by_name[n] for n in _names_in(root.find("trailer")) if n in by_name}
     return Dictionary(begin, fields, messages, frozenset(header), frozenset(trailer), groups, bodies)
+
+
+class _Lazy(Mapping[str, _V]):
+    """A read-only mapping over ``keys`` whose values ``compute`` makes on first access."""
+
+    def __init__(self, keys: Iterable[str], compute: Callable[[str], _V]) -> None:
+        self._keys = tuple(keys)
+        self._known = frozenset(self._keys)
+        self._compute = compute
+
+    def __getitem__(self, key: str) -> _V:
+        if key not in self._known:
+            raise KeyError(key)
+        return self._compute(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._known
 
 
 def _group_tags(groups: dict[int, GroupDef]) -> frozenset[int]:
@@ -489,14 +546,16 @@ def load(path: str | None = None) -> Dictionary:
 
 
 @functools.cache
-def load_version(name: str) -> Dictionary:
+def load_version(name: str, app_file: str | None = None) -> Dictionary:
     """The names of FIX version ``name`` ("4.2", "4.4", "5.0SP2": ``shared.fix.versions``), from the
     dictionaries the quickfix package installs, parsed once. FIXT.1.1: FIXT11.xml's header, trailer and
-    session messages with FIX50SP2.xml's application messages, as a FIX 5.0 SP2 engine reads them."""
+    session messages with FIX50SP2.xml's application messages, as a FIX 5.0 SP2 engine reads them.
+    ``app_file``: another file for the application messages (the terminal client's cut of them,
+    ``client_dictionary_file``, which names everything its session can carry in a third of the time)."""
     from shared.fix.versions import version
 
     v = version(name)
-    app = load(str(v.app_dictionary()))
+    app = load(app_file or str(v.app_dictionary()))
     if not v.fixt:
         return app
     transport = load(str(v.transport_dictionary()))
@@ -505,8 +564,8 @@ def load_version(name: str) -> Dictionary:
     if msg_type is not None and 35 in app.fields:  # every MsgType named, the session's and the application's
         fields[35] = FieldDef(35, msg_type.name, msg_type.type, {**app.fields[35].enums, **msg_type.enums})
     return Dictionary(v.begin_string, fields, {**app.messages, **transport.messages}, transport.header_tags,
-                      transport.trailer_tags, {**app.groups, **transport.groups},
-                      {**app.bodies, **transport.bodies})
+                      transport.trailer_tags, ChainMap(dict(transport.groups), app.groups),  # type: ignore[arg-type]
+                      ChainMap(dict(transport.bodies), app.bodies))  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:

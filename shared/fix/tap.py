@@ -150,9 +150,9 @@ class Tap:
         """No engine connection is being relayed (the last one's on_closed has been called)."""
         return not self._busy
 
-    def open(self, port: int = 0) -> int:
-        """Listen on loopback, on ``port`` (0: a free one); return the port."""
-        self.port = self._loop.call(self._listen(port))
+    def open(self, port: int = 0, host: str = "127.0.0.1") -> int:
+        """Listen on ``host`` (loopback by default), on ``port`` (0: a free one); return the port."""
+        self.port = self._loop.call(self._listen(port, host))
         return self.port
 
     def inject(self, raw: bytes) -> None:
@@ -188,8 +188,8 @@ class Tap:
         with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
             self._loop.call(_hang_up(), timeout=5)
 
-    async def _listen(self, port: int = 0) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
+    async def _listen(self, port: int = 0, host: str = "127.0.0.1") -> int:
+        self._server = await asyncio.start_server(self._accept, host, port)
         self._loop.open.add(self._server)
         return int(self._server.sockets[0].getsockname()[1])
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -124,5 +127,89 @@ def test_two_runs_at_once_the_broken_client_fails_exactly_its_three_defects(tmp_
     assert any("used again" in line for line in failed["fresh-clordids"]["lines"])
     md = bad.md.read_text()
     assert "## FAIL `test-request`" in md and "## FAIL `garbled`" not in md
+    # The shipped script is named by its path in the repo, not where the repo lies on this machine.
+    assert bad_report["script"] == "scripts/certify/default.scenario"
+    assert "At scripts/certify/default.scenario:" in md and str(ROOT) not in md
     page = bad.html.read_text()
     assert "12 passed, 3 failed, 0 skipped" in page and "<section id='cancel-reject'>" in page
+
+
+SHORT = """logon C CERT05 timeout=30
+
+check test-request "a TestRequest is answered by a Heartbeat carrying its TestReqID (112)"
+send C 35=1 112=$run-t1
+expect C 35=0 112=$run-t1
+
+check no-test-request "fails on purpose: the client sends no TestRequest of its own"
+expect C 35=1 timeout=1
+
+check logout "a Logout from the exchange is answered by a Logout"
+logout C "certification: the exchange logs you out"
+expect C 35=5
+"""
+
+
+def _logon_bytes(comp: str, password: str) -> bytes:
+    soh = b"\x01"
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
+    body = soh.join(f"{t}={v}".encode() for t, v in [
+        (35, "A"), (34, 1), (49, comp), (52, stamp), (56, "FIXLAB"), (98, 0), (108, 30), (141, "Y"),
+        (554, password)]) + soh
+    head = b"8=FIX.4.4" + soh + b"9=%d" % len(body) + soh
+    return head + body + b"10=%03d" % (sum(head + body) % 256) + soh
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def test_a_run_beyond_loopback_takes_only_its_one_time_password_and_names_its_script_relatively(
+        tmp_path: Path) -> None:
+    # 127.0.0.2 stands for another machine: the run listens there, not on 127.0.0.1.
+    script = tmp_path / "short.scenario"
+    script.write_text(SHORT)
+    port = free_port()
+    out, md, js, page = (tmp_path / n for n in ("certify.out", "r.md", "r.json", "r.html"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with out.open("wb") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "services.client.certify", "--comp", "CERT05", "--port", str(port),
+                 "--listen", "127.0.0.2", "--script", str(script), "--report", str(md), "--json", str(js),
+                 "--html", str(page), "--logon-timeout", "60"],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+        eventually(lambda: b"one-time password" in out.read_bytes(), timeout=30, what="certify listening")
+        text = out.read_text()
+        assert f"127.0.0.2:{port}" in text
+        password = re.search(r"one-time password \(Password 554 in the Logon\): (\S+)", text)
+        assert password is not None
+        with pytest.raises(ConnectionRefusedError):  # it listens on 127.0.0.2 only
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        # A wrong password: the engine's Logout says why, then the connection closes.
+        with socket.create_connection(("127.0.0.2", port), timeout=10) as s:
+            s.sendall(_logon_bytes("CERT05", "not-" + password.group(1)))
+            got = _read_until_closed(s)
+        assert b"\x0135=5\x01" in got and b"\x0135=A\x01" not in got
+        assert b"\x0158=Rejected Logon Attempt: certification: wrong or missing password\x01" in got
+        # The right one: the run goes on as with any client.
+        procs.append(subprocess.Popen([*QUICKFIX_CLIENT, "--comp", "CERT05", "--port", str(port), "--host",
+                                       "127.0.0.2", "--password", password.group(1)], cwd=ROOT,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        assert procs[0].wait(timeout=90) == 1  # one check fails on purpose
+        report = json.loads(js.read_text())
+        status = {c["name"]: c["status"] for c in report["checks"]}
+        assert status == {"test-request": "pass", "no-test-request": "fail", "logout": "pass"}, report
+        # The report names the script as the user would read it: never where it lay on this machine.
+        assert report["script"] == "short.scenario"
+        assert "At short.scenario:8: `expect C 35=1 timeout=1`" in md.read_text()
+        for written in (md, js, page):
+            assert str(tmp_path) not in written.read_text() and password.group(1) not in written.read_text()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(10)

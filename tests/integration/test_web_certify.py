@@ -160,3 +160,53 @@ def test_starts_at_once_for_one_comp_id_make_one_run() -> None:
     assert sum(isinstance(g, Run) for g in got) == 1
     assert [g.status for g in got if isinstance(g, Refused)] == [409, 409]
     assert state == "no_logon"
+
+
+def _logon(comp: str, password: str) -> bytes:
+    from datetime import UTC, datetime
+
+    soh = b"\x01"
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
+    body = soh.join(f"{t}={v}".encode() for t, v in [
+        (35, "A"), (34, 1), (49, comp), (52, stamp), (56, "FIXLAB"), (98, 0), (108, 30), (141, "Y"),
+        (554, password)]) + soh
+    head = b"8=FIX.4.4" + soh + b"9=%d" % len(body) + soh
+    return head + body + b"10=%03d" % (sum(head + body) % 256) + soh
+
+
+def test_a_run_beyond_loopback_has_a_one_time_password_only_its_starter_gets(redis_url: str) -> None:
+    # 127.0.0.2 stands for another machine's reach: the runs listen there, each with its own password.
+    env = {"FIXLAB_CERTIFY_PORTS": f"{free_port()},{free_port()}", "FIXLAB_CERTIFY_LISTEN": "127.0.0.2",
+           "FIXLAB_CERTIFY_LOGON_TIMEOUT": "30"}
+    with web_process(redis_url, env=env) as web:
+        first = httpx.post(f"{web.url}/api/certify/CERT06", timeout=10)
+        second = httpx.post(f"{web.url}/api/certify/CERT07", timeout=10)
+        assert (first.status_code, second.status_code) == (201, 201), first.text
+        run, other = first.json(), second.json()
+        assert run["host"] == "127.0.0.2" and run["password_required"]
+        assert run["password"] and other["password"] and run["password"] != other["password"]
+        assert first.headers["cache-control"] == "no-store"
+        waiting = listening(web, "CERT06")
+        # Anyone may read a run: its view and its output never hold the password.
+        assert "password" not in waiting and run["password"] not in str(waiting)
+        assert "Password (554)" in waiting["message"]
+        # A wrong password (the other run's): the engine's Logout says why and the run goes on waiting.
+        with socket.create_connection(("127.0.0.2", run["port"]), timeout=10) as s:
+            s.sendall(_logon("CERT06", other["password"]))
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+        assert b"\x0135=5\x01" in got and b"\x0135=A\x01" not in got
+        assert b"58=Rejected Logon Attempt: certification: wrong or missing password\x01" in got
+        assert status(web, "CERT06")["state"] == "waiting"
+        c = client("CERT06", run["port"], "--host", "127.0.0.2", "--password", run["password"])
+        try:
+            done = ended(web, "CERT06", timeout=120)
+        finally:
+            if c.poll() is None:
+                c.kill()
+            c.wait(10)
+        assert done["state"] == "passed", done
+        assert done["report"]["summary"] == {"pass": CHECKS, "fail": 0, "skip": 0}
+        assert run["password"] not in str(done)
+        assert done["report"]["script"] == "scripts/certify/default.scenario"

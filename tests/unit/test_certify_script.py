@@ -116,3 +116,28 @@ def test_certification_never_loads_the_bus() -> None:
             "or m.startswith('shared.streams')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+def test_a_report_names_a_script_in_the_repo_by_its_path_there_and_another_by_its_name(
+        tmp_path: Path) -> None:
+    from services.client.certify.__main__ import DEFAULT_SCRIPT, script_label
+
+    assert script_label(str(DEFAULT_SCRIPT)) == "scripts/certify/default.scenario"
+    assert script_label(str(tmp_path / "mine.scenario")) == "mine.scenario"
+
+
+def test_the_reports_wire_never_shows_a_logon_password() -> None:
+    from services.client.certify.__main__ import masked
+
+    raw = b"8=FIX.4.4\x019=40\x0135=A\x01554=s3cret\x0198=0\x0110=000\x01"
+    assert masked(raw) == b"8=FIX.4.4\x019=40\x0135=A\x01554=***\x0198=0\x0110=000\x01"
+    assert masked(b"8=FIX.4.2\x0135=A\x0195=6\x0196=s3cret\x0110=000\x01").count(b"s3cret") == 0
+
+
+def test_the_password_a_logon_carries_by_version() -> None:
+    from services.client.certify.acceptor import logon_password
+
+    assert logon_password("8=FIX.4.4\x0135=A\x01554=p\x01") == "p"
+    assert logon_password("8=FIXT.1.1\x0135=A\x01554=p\x01") == "p"
+    assert logon_password("8=FIX.4.2\x0135=A\x0195=1\x0196=q\x01554=p\x01") == "q"
+    assert logon_password("8=FIX.4.4\x0135=A\x01") is None

@@ -30,3 +30,16 @@ def test_a_bound_shorter_than_the_logon_wait_fails_fast() -> None:
         certify_settings({"FIXLAB_CERTIFY_LOGON_TIMEOUT": "60", "FIXLAB_CERTIFY_MAX_SECONDS": "30"})
     with pytest.raises(ConfigError, match="FIXLAB_CERTIFY_RUNS"):
         certify_settings({"FIXLAB_CERTIFY_RUNS": "9"})
+
+
+def test_runs_listen_on_loopback_without_a_password_unless_told_otherwise() -> None:
+    assert (certify_settings({}).listen, certify_settings({}).password_needed) == ("127.0.0.1", False)
+    wide = certify_settings({"FIXLAB_CERTIFY_LISTEN": "0.0.0.0"})
+    assert (wide.listen, wide.password_needed) == ("0.0.0.0", True)
+    assert certify_settings({"FIXLAB_CERTIFY_LISTEN": "127.0.0.2"}).password_needed
+
+
+@pytest.mark.parametrize("raw", ["example.org", "300.1.1.1", "0.0.0.0:9890"])
+def test_a_listen_address_that_is_no_ip_address_fails_fast(raw: str) -> None:
+    with pytest.raises(ConfigError, match="FIXLAB_CERTIFY_LISTEN"):
+        certify_settings({"FIXLAB_CERTIFY_LISTEN": raw})

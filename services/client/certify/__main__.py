@@ -1,10 +1,13 @@
 """``fixlab certify``: certify a FIX client. The command hosts the certification acceptor and a tap,
 waits for the client's Logon, plays the script at it, and writes the report.
 
-    fixlab certify --comp CERT01 [--port 9880] [--script FILE] [--report out.md] [--json out.json]
-                   [--html out.html]
+    fixlab certify --comp CERT01 [--port 9880] [--listen ADDRESS] [--password-stdin] [--script FILE]
+                   [--report out.md] [--json out.json] [--html out.html]
 
 Point the client at 127.0.0.1:PORT, SenderCompID = the CompID, TargetCompID FIXLAB, FIX.4.4.
+``--listen`` another address (0.0.0.0: every interface) for a client on another machine: the run then
+has a one-time password, printed (or read from stdin's first line with ``--password-stdin``), that
+the client's Logon must carry in Password (554); a Logon without it gets a Logout saying so (58).
 Exit 0 when every check passed (skips allowed), 1 when one failed, 2 on bad input, 3 when the client
 never logged on.
 """
@@ -15,6 +18,7 @@ import argparse
 import contextlib
 import os
 import re
+import secrets
 import sys
 import time
 import traceback
@@ -30,7 +34,25 @@ from services.client.scenario.syntax import ScenarioSyntaxError
 from shared.fix.dictionary import load
 from shared.fix.tap import Tap, TapLoop
 
-DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "certify" / "default.scenario"
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_SCRIPT = ROOT / "scripts" / "certify" / "default.scenario"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_SECRET = re.compile(rb"(\x01(?:554|96)=)[^\x01]*")
+
+
+def script_label(path: str) -> str:
+    """How a report names the script: its path in the repo, else its file name (a report never shows
+    where on the certifying machine a script lay)."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(ROOT))
+    except ValueError:
+        return resolved.name
+
+
+def masked(raw: bytes) -> bytes:
+    """``raw`` with a Password (554) or RawData (96) value replaced, for the report's wire."""
+    return _SECRET.sub(rb"\1***", raw)
 
 
 class _Record:
@@ -50,12 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html", help="write the report as a page (one self-contained HTML file) here")
     p.add_argument("--logon-timeout", type=float, default=120.0, help="seconds to wait for the Logon")
     p.add_argument("--heartbeat", type=int, default=30, help="the acceptor's HeartBtInt")
+    p.add_argument("--listen", default="127.0.0.1",
+                   help="the address to listen on (default 127.0.0.1; 0.0.0.0: every interface); any "
+                        "but loopback gives the run a one-time password the client's Logon must carry")
+    p.add_argument("--password-stdin", action="store_true",
+                   help="the one-time password is stdin's first line (not printed), not a new one")
     args = p.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", args.comp):
         print(f"fixlab certify: --comp {args.comp!r}: letters, digits, '_', '.', '-'", file=sys.stderr)
         return 2
+    label = script_label(args.script)
     try:
-        script = parse(Path(args.script).read_text(), args.script)
+        script = parse(Path(args.script).read_text(), label)
     except (OSError, ScenarioSyntaxError) as exc:
         print(f"fixlab certify: {exc}", file=sys.stderr)
         return 2
@@ -63,21 +91,33 @@ def main(argv: list[str] | None = None) -> int:
     def say(text: str) -> None:
         print(text, flush=True)
 
+    password: str | None = None
+    if args.password_stdin:
+        password = sys.stdin.readline().strip()
+        if not password:
+            print("fixlab certify: --password-stdin: stdin's first line is empty", file=sys.stderr)
+            return 2
+    elif args.listen not in LOOPBACK:
+        password = secrets.token_urlsafe(12)  # one-time: this run's only
+
     inbox = Inbox()
-    acceptor = CertAcceptor(args.comp, heartbeat_s=args.heartbeat).start()
+    acceptor = CertAcceptor(args.comp, heartbeat_s=args.heartbeat, password=password).start()
     loop = TapLoop("certify-tap").start()
     tap = Tap(loop, "127.0.0.1", acceptor.port,
-              lambda _n, source, raw, withheld, ns: inbox.add(_Record(source, raw, withheld, ns)),
+              lambda _n, source, raw, withheld, ns: inbox.add(_Record(source, masked(raw), withheld, ns)),
               lambda reason: say(f"     connection: {reason}"))
     try:
         try:
-            tap.open(args.port)
+            tap.open(args.port, args.listen)
         except OSError as exc:
-            print(f"fixlab certify: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}",
+            print(f"fixlab certify: cannot listen on {args.listen}:{args.port}: {exc.strerror or exc}",
                   file=sys.stderr)
             return 2
-        say(f"certify: point your client at 127.0.0.1:{tap.port} as SenderCompID {args.comp}, "
+        where = args.listen if args.listen not in ("0.0.0.0", "::") else "this machine's address"
+        say(f"certify: point your client at {where}:{tap.port} as SenderCompID {args.comp}, "
             f"TargetCompID {SENDER}, FIX.4.4; waiting up to {args.logon_timeout:g} s for its Logon")
+        if password is not None and not args.password_stdin:
+            say(f"certify: one-time password (Password 554 in the Logon): {password}")
         started = datetime.now(UTC)
         certifier = Certifier(script, acceptor, inbox, tap.inject, load(), run_id=new_run_id(), say=say,
                               logon_timeout_s=args.logon_timeout)
@@ -98,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         # No acceptor.stop(): quickfix 1.16.0's SocketServer::close races the acceptor thread and
         # segfaulted here about one run in eight (as services/bench/baseline.py found); the process
         # ends with os._exit once the report is written, which closes the listening socket too.
-    meta = {"comp_id": args.comp, "script": args.script, "started": started.isoformat(timespec="seconds"),
+    meta = {"comp_id": args.comp, "script": label, "started": started.isoformat(timespec="seconds"),
             "seconds": round(seconds, 2)}
     counts = summary(outcomes)
     say(f"certify: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "

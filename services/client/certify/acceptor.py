@@ -2,13 +2,16 @@
 messages the script sends through the engine's real session layer.
 
 One per run, configured with the run's one CompID (QuickFIX acceptors have no dynamic sessions), on a
-loopback port only the run's tap connects to. ``send`` builds each message from a string and hands it
-to ``Session.sendToTarget``; the numbers games (a MsgSeqNum too high, SequenceReset) move the engine's
-own next sender number, so the engine's store and its answers to the client's ResendRequests follow.
+loopback port only the run's tap connects to. A run that listens beyond loopback has a one-time
+password: a Logon without it is refused (``RejectLogon``: a Logout whose 58 says so). ``send``
+builds each message from a string and hands it to ``Session.sendToTarget``; the numbers games (a
+MsgSeqNum too high, SequenceReset) move the engine's own next sender number, so the engine's store
+and its answers to the client's ResendRequests follow.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import socket
 import threading
@@ -56,18 +59,49 @@ TargetCompID={comp_id}
 """
 
 
-class _App(fix.Application):
-    """Knows only whether the session is logged on: the tap records the wire."""
+WRONG_PASSWORD = "certification: wrong or missing password"
 
-    def __init__(self) -> None:
+
+def logon_password(raw: str) -> str | None:
+    """The password a Logon carries: Password (554), or RawData (96) where a FIX 4.2 client puts it
+    (docs/security.md, as the gateway reads it)."""
+    fields = dict(f.split("=", 1) for f in raw.split(SOH) if "=" in f)
+    if fields.get("8") == "FIX.4.2":
+        return fields.get("96")
+    return fields.get("554")
+
+
+class _App(fix.Application):
+    """Knows only whether the session is logged on (the tap records the wire), and refuses a Logon
+    without the run's one-time password when it has one."""
+
+    def __init__(self, password: str | None = None) -> None:
         super().__init__()
         self.changed = threading.Condition()
         self.logged_on = False
         self.logons = 0
+        self.password = password
+        self.refused = 0
 
     def onCreate(self, sid: fix.SessionID) -> None: ...
     def toAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
-    def fromAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
+
+    def fromAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+        if self.password is None:
+            return
+        try:
+            raw = msg.toString()
+            if f"{SOH}35=A{SOH}" not in raw:
+                return
+            given = logon_password(raw) or ""
+            ok = hmac.compare_digest(given.encode(), self.password.encode())
+        except Exception:  # anything but QuickFIX's own exceptions would end the process
+            log.exception("certify: the Logon could not be read")
+            ok = False
+        if not ok:
+            self.refused += 1
+            raise fix.RejectLogon(WRONG_PASSWORD)
+
     def toApp(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
     def fromApp(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
 
@@ -86,11 +120,13 @@ class _App(fix.Application):
 class CertAcceptor:
     """One CompID's acceptor on a loopback port: ``start``, ``wait_logon``, ``send``, ``stop``."""
 
-    def __init__(self, comp_id: str, *, port: int = 0, heartbeat_s: int = 30) -> None:
+    def __init__(self, comp_id: str, *, port: int = 0, heartbeat_s: int = 30,
+                 password: str | None = None) -> None:
+        """``password``: the run's one-time password, which the client's Logon must carry (554)."""
         self.comp_id = comp_id
         self.port = port or free_port()
         self.sid = fix.SessionID(BEGIN, SENDER, comp_id)
-        self._app = _App()
+        self._app = _App(password)
         settings = fix.SessionSettings()
         settings.setFromString(settings_text(comp_id, self.port, heartbeat_s))
         self._dictionary = fix.DataDictionary(str(installed_dictionary()))

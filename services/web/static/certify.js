@@ -25,6 +25,9 @@ async function start() {
   const body = await r.json();
   if (!r.ok) { error(body.error); overview(); return; }
   location.hash = comp;
+  // The one-time password comes with the start's answer only (the run's view never holds it).
+  $("password").hidden = !body.password;
+  $("password").textContent = body.password ? `One-time password (Password 554 in your Logon): ${body.password}` : "";
   show(body);
   overview();
   follow(comp);
