@@ -6,6 +6,9 @@ Runs:
   instrument (prices 1% either side of the reference, so about half of them cross), then the
   SetPhase that ends the call is applied and timed: price finding, every fill, the cancels of what
   At-the-Open orders are left, market data. Best and median of ``--repeat`` fresh books.
+- e2e (``--e2e``): the same call on a stack started as ``make run`` starts it, its orders sent by a
+  FIX client, and the SetPhase that ends it timed until the auction's last report reaches that
+  client (``benchmarks/uncross_e2e.py``; target 1 s).
 - continuous: ``benchmarks.matcher``'s reference and deep-book core workloads, timed in this tree
   and in ``--baseline`` (a git revision, unpacked with ``git archive`` into a temporary directory),
   each run in a process of its own, the two trees in turns (each first every other round),
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", default="", help="git revision for the continuous comparison ('' skips)")
     p.add_argument("--continuous-orders", type=int, default=100_000, help="orders per continuous run")
     p.add_argument("--rounds", type=int, default=3, help="continuous runs per tree, in turns")
+    p.add_argument("--e2e", action="store_true", help="also time the uncross end to end on a stack")
     args = p.parse_args(argv)
     result: dict[str, Any] = {
         "command": "python -m benchmarks.uncross " + shlex.join(argv if argv is not None else sys.argv[1:]),
@@ -163,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     u = result["uncross"]
     print(f"uncross: {u['resting_orders']} resting -> {u['trades']} trades, {u['events']} events: "
           f"{u['ms_median']} ms median, {u['ms_best']} ms best (target {TARGET_MS:.0f} ms)")
+    if args.e2e:
+        from benchmarks.uncross_e2e import time_e2e  # quickfix and a whole stack: only when asked
+
+        e = result["e2e"] = time_e2e(args.orders, call_book(args.orders))
+        print(f"e2e: {e['orders']} orders in the call (acked in {e['call_orders_acked_s']} s); SetPhase to "
+              f"the last of {e['expected_reports']} reports at the client: {e['last_report_ms']} ms "
+              f"(first {e['first_report_ms']} ms; target {e['target_ms']:.0f} ms)")
     if args.baseline:
         c = result["continuous"] = time_continuous(args.baseline, args.continuous_orders, args.rounds)
         print(f"continuous vs {args.baseline}: after/before {c['after_over_before']}")

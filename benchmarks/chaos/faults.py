@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +36,25 @@ from benchmarks.chaos.stack import (
     wait_for,
 )
 from benchmarks.load import rss_mib
+from services.matcher.engine import Engine, Limits
 from shared import bus, streams
-from shared.config import common_settings
+from shared.config import Instrument, common_settings
 from shared.redis_server import free_port
-from shared.schema import PHASE_CONTINUOUS, PHASE_PRE_OPEN, SetPhase
+from shared.schema import (
+    AT_OPEN,
+    BUY,
+    DAY,
+    PHASE_CONTINUOUS,
+    PHASE_PRE_OPEN,
+    SELL,
+    Accepted,
+    Cancelled,
+    Filled,
+    Message,
+    NewOrder,
+    SetPhase,
+    decode_batch,
+)
 
 # The load's sessions, from a sessions file of the run's own: the first half keep their resting orders
 # when they end (CancelOnDisconnect=N), the second half lose them (the default), so a restart of the
@@ -45,7 +62,7 @@ from shared.schema import PHASE_CONTINUOUS, PHASE_PRE_OPEN, SetPhase
 # one table per process, and a second initiator's session of the same name would not replace it.
 COMP_PREFIX = {"matcher": "MAT", "gateway-file": "GWF", "gateway-memory": "GWM", "publisher": "PUB",
                "redis": "RED", "redis-everysec": "RES", "web": "WEB", "slow": "SLW", "machine": "ALL",
-               "matcher-call": "MAC"}
+               "matcher-call": "MAC", "matcher-uncross": "MUX"}
 # Fault 6's slow FIX peers (benchmarks/chaos/slow.py): one that sends orders and never reads its
 # reports, one market-data subscriber that never reads its updates.
 SLOW_COMP_IDS = ["CHAOSSLWDEAF", "CHAOSSLWMD"]
@@ -366,6 +383,117 @@ def fault_machine(case: Case, opts: Options) -> None:
     case.saw.append("disconnected for good (the client stopped); books read after the restart")
 
 
+# Fault 9: a call book of its own on an instrument nobody else trades, big enough that its uncross
+# takes a while (tens of milliseconds), from sessions of a gateway that does not exist (their
+# reports go to an events stream only this fault reads), 20 orders each (the open-order limit).
+UNCROSS_SYMBOL = "ELM.LAB"
+UNCROSS_INSTRUMENTS = "ACORN.LAB:100.00,BIRCH.LAB:25.00,ELM.LAB:50.00"
+UNCROSS_GATEWAY = "chaosinject"
+UNCROSS_ORDERS = 20_000
+
+
+def uncross_book(instrument: Instrument, n: int) -> list[NewOrder]:
+    """``n`` limit orders 1% either side of the reference, one in ten At the Opening, 20 a session."""
+    rnd = random.Random(9)
+    ref = instrument.reference_ticks
+    out = []
+    for i in range(n):
+        side = BUY if rnd.random() < 0.5 else SELL
+        out.append(NewOrder(f"CHAOSUNX{i // 20:05d}", f"X{i}", instrument.symbol, side,
+                            ref + rnd.randint(-ref // 100, ref // 100), rnd.randint(1, 100),
+                            AT_OPEN if i % 10 == 0 else DAY, UNCROSS_GATEWAY, i % 20 + 1, 1 + i))
+    return out
+
+
+def _event_key(msg: Message) -> tuple[object, ...]:
+    """What an event says about its order, without the ids the rest of the load moves on."""
+    if isinstance(msg, Filled):
+        return ("Filled", msg.clordid, msg.last_px, msg.last_qty, msg.leaves_qty)
+    if isinstance(msg, Cancelled):
+        return ("Cancelled", msg.clordid, msg.cum_qty)
+    if isinstance(msg, Accepted):
+        return ("Accepted", msg.clordid)
+    return (type(msg).__name__, getattr(msg, "clordid", ""))
+
+
+def _applied(red: Any, stream: str) -> str:
+    raw: Any = red.get(streams.applied_key(stream, streams.MATCHER_GROUP))
+    return raw.decode() if raw else "0-0"
+
+
+def _at_or_after(a: str, b: str) -> bool:
+    return tuple(map(int, a.split("-"))) >= tuple(map(int, b.split("-")))
+
+
+def fault_matcher_uncross(case: Case, opts: Options) -> None:
+    """Issue 31: kill -9 of the matcher while it applies an uncross: read, not yet published.
+
+    A call book of UNCROSS_ORDERS orders on ELM.LAB (besides the load's call on ACORN.LAB), then the
+    SetPhase that ends the call; the matcher is killed as soon as the consumer group shows the
+    SetPhase delivered while the applied id is still before it. After the restart the auction's
+    reports on the bus must be exactly those a replay of the same commands gives here: each fill
+    and cancel once, none lost (``extra_ok``)."""
+    r = case.runner
+    red = r.redis()
+    env = r.env
+    instrument = next(i for i in common_settings({"REDIS_URL": "redis://unused", **env}).instruments
+                      if i.symbol == UNCROSS_SYMBOL)
+    stream = streams.orders_stream(instrument.shard)
+    orders = uncross_book(instrument, UNCROSS_ORDERS)
+    _set_phase(case, PHASE_PRE_OPEN, "chaos: opening call")
+    last = ""
+    for i in range(0, len(orders), 500):
+        entry: Any = bus.publish(red, stream, orders[i:i + 500], 1_000_000)
+        last = entry.decode() if isinstance(entry, bytes) else str(entry)
+    wait_for(lambda: _at_or_after(_applied(red, stream), last), 120, "the matcher taking the call book")
+    time.sleep(0.5)  # the load's orders collect in its own call meanwhile
+    before = r.count(r"run +\| restarted matcher")
+    pid = r.pid("matcher")
+    mark(case.client)
+    uncross = _set_phase(case, PHASE_CONTINUOUS, "chaos: open")[stream]
+    killed_at = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        groups: Any = red.xinfo_groups(stream)
+        delivered = next((g["last-delivered-id"] for g in groups
+                          if g["name"] in (streams.MATCHER_GROUP, streams.MATCHER_GROUP.encode())), b"0-0")
+        delivered = delivered.decode() if isinstance(delivered, bytes) else str(delivered)
+        if _at_or_after(delivered, uncross):
+            killed_at = kill(pid)
+            break
+    if killed_at is None:
+        raise TimeoutError("the matcher never read the SetPhase that ends the call")
+    mid = not _at_or_after(_applied(red, stream), uncross)
+    case.figures["killed_mid_uncross"] = mid
+    wait_for(lambda: r.count(r"run +\| restarted matcher") > before, 30, "the matcher restarted")
+    wait_recovered(case, killed_at, opts.recover_timeout_s)
+    wait_for(lambda: _at_or_after(_applied(red, stream), uncross), 120, "the restarted matcher's uncross")
+    engine = Engine([instrument], limits=Limits(), id_prefix="x-")
+    engine.apply(SetPhase("*", PHASE_PRE_OPEN, "", 1))
+    for i in range(0, len(orders), 500):
+        engine.apply_batch(orders[i:i + 500])
+    want = Counter(_event_key(m) for m in engine.apply(SetPhase("*", PHASE_CONTINUOUS, "", 2))
+                   if isinstance(m, (Filled, Cancelled)))
+    events = streams.shard_events_stream(instrument.shard, UNCROSS_GATEWAY)
+    got: Counter[tuple[object, ...]] = Counter()
+    start = "-"
+    while True:
+        rows: Any = red.xrange(events, min=start, count=1000)
+        if not rows:
+            break
+        for _id, fields in rows:
+            got.update(_event_key(m) for m in decode_batch(fields[streams.BATCH_FIELD])
+                       if isinstance(m, (Filled, Cancelled)))
+        start = "(" + rows[-1][0].decode()
+    case.figures["uncross_reports"] = sum(want.values())
+    case.extra_ok = got == want
+    missing, extra = want - got, got - want
+    case.saw.append(f"no disconnect; killed {'while applying' if mid else 'just after'} the uncross of "
+                    f"{UNCROSS_ORDERS} call orders: its {sum(want.values())} fills and cancels on the bus "
+                    + ("exactly once" if case.extra_ok else
+                       f"NOT exactly once ({sum(missing.values())} missing, {sum(extra.values())} extra)"))
+
+
 FAULTS: dict[str, tuple[str, Callable[[Case, Options], None], dict[str, str]]] = {
     "matcher": ("1. matcher kill -9, runner restarts it", fault_matcher, {}),
     "gateway-file": ("2. gateway kill -9 (FIXLAB_FIX_STORE=file)", fault_gateway,
@@ -384,6 +512,8 @@ FAULTS: dict[str, tuple[str, Callable[[Case, Options], None], dict[str, str]]] =
     "machine": ("7. every process kill -9, then make run", fault_machine, {}),
     "matcher-call": ("8. matcher kill -9 in an opening call and just after its uncross",
                      fault_matcher_call, {}),
+    "matcher-uncross": ("9. matcher kill -9 while it applies the uncross of a 20,000-order call",
+                        fault_matcher_uncross, {"FIXLAB_INSTRUMENTS": UNCROSS_INSTRUMENTS}),
 }
 
 

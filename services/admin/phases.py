@@ -17,26 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from typing import Any
 
-from shared import streams
-from shared.bus import publish
 from shared.config import ConfigError, parse_instruments
-from shared.schema import (
-    ALL_SYMBOLS,
-    PHASE_CONTINUOUS,
-    PHASE_HALTED,
-    PHASE_NAMES,
-    PhaseChanged,
-    SchemaError,
-    SetPhase,
-    decode_batch,
-)
+from shared.phases import PHASES, phase_of, set_phase
+from shared.schema import ALL_SYMBOLS, PHASE_CONTINUOUS, PHASE_HALTED, PHASE_NAMES
 
-MAXLEN = 1_000_000  # the orders streams' bound (FIXLAB_STREAM_MAXLEN's default)
-POLL_MS = 200
-PHASES = {name.lower(): code for code, name in PHASE_NAMES.items()}
+__all__ = ["PHASES", "phase_of", "register", "run_phase"]
 
 
 def register(sub: Any) -> None:
@@ -57,11 +44,6 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run_phase, phase="continuous")
 
 
-def phase_of(text: str) -> int | None:
-    """The phase named ``text`` (any case, - or _): None when there is no such phase."""
-    return PHASES.get(text.strip().lower().replace("-", "_"))
-
-
 def run_phase(args: argparse.Namespace, ctx: Any) -> int:
     try:
         instruments = parse_instruments(os.environ)
@@ -79,13 +61,8 @@ def run_phase(args: argparse.Namespace, ctx: Any) -> int:
                       "nothing was sent\n")
         return 1
     reason = " ".join(args.reason) or _default_reason(phase)
-    shards = sorted(set(shard_of.values())) if symbol == ALL_SYMBOLS else [shard_of[symbol]]
     wanted = set(shard_of) if symbol == ALL_SYMBOLS else {symbol}
-    markets = {name: _last_id(ctx.r, name) for name in map(streams.shard_market_stream, shards)}
-    for shard in shards:
-        cmd = SetPhase(symbol, phase, reason, time.time_ns())
-        publish(ctx.r, streams.orders_stream(shard), [cmd], MAXLEN)
-    seen = _wait(ctx.r, markets, wanted, phase, ctx.deadline_s)
+    seen = set_phase(ctx.r, instruments, symbol, phase, reason, ctx.deadline_s)
     for change in seen:
         ctx.out.write(f"{change.symbol}: {PHASE_NAMES.get(change.prev_phase, change.prev_phase)} -> "
                       f"{PHASE_NAMES.get(change.phase, change.phase)} ({change.reason})\n")
@@ -106,38 +83,3 @@ def _default_reason(phase: int) -> str:
     if phase == PHASE_CONTINUOUS:
         return "by the operator"
     return f"{PHASE_NAMES[phase].lower()} by the operator"
-
-
-def _last_id(r: Any, stream: str) -> str:
-    newest: Any = r.xrevrange(stream, count=1)
-    if not newest:
-        return "0-0"
-    entry_id = newest[0][0]
-    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-
-
-def _wait(r: Any, last: dict[str, str], wanted: set[str], phase: int,
-          deadline_s: float) -> list[PhaseChanged]:
-    """The PhaseChanged to ``phase`` of each ``wanted`` symbol the market streams show before the deadline."""
-    seen: dict[str, PhaseChanged] = {}
-    end = time.monotonic() + deadline_s
-    while set(seen) < wanted:
-        left_ms = int((end - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            break
-        got: Any = r.xread(dict(last), block=min(POLL_MS, left_ms), count=100)
-        for stream, entries in got or ():
-            name = stream.decode() if isinstance(stream, bytes) else stream
-            for entry_id, fields in entries:
-                last[name] = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                payload = fields.get(streams.BATCH_FIELD)
-                if payload is None:
-                    continue
-                try:
-                    msgs = decode_batch(payload)
-                except SchemaError:
-                    continue
-                for msg in msgs:
-                    if isinstance(msg, PhaseChanged) and msg.symbol in wanted and msg.phase == phase:
-                        seen.setdefault(msg.symbol, msg)
-    return list(seen.values())

@@ -26,6 +26,18 @@ Decisions where FIX leaves a choice:
 - An unsubscribe (263=2) of an MDReqID the session has not subscribed gets a Y without
   MDReqRejReason (FIX 4.4 has no reason for it) and Text saying so.
 - A request the mirror cannot answer yet (its BookImage has not arrived) is answered when it does.
+
+During a call (the matcher's ``Indicative``, its phase from ``PhaseChanged``), subscribers that ask
+for them get the uncross the book would give now, as entries of their own (docs/trading-day.md):
+- the indicative price: MDEntryType 4 (Opening price; also for the re-opening auction of a halt)
+  or 5 (Closing price), MDEntryPx the price, MDEntrySize the volume it would execute,
+  TradingSessionSubID (625) the auction (2 opening, 4 closing, 9 halt), asked for with 269=4, 5 or
+  Q (FIX 5.0 SP2's Auction clearing price: its dialect says Q);
+- the imbalance: MDEntryType A, MDEntryPx the indicative price, MDEntrySize the surplus left there,
+  TradeCondition (277) P (more buyers) or Q (more sellers), none when balanced; FIX 4.2 has no A.
+An entry is new when the book first crosses in a call, changed as the uncross moves, deleted when
+nothing crosses any more or the call ends. They are conflated like the levels: one entry per kind
+per flush at most.
 """
 
 from __future__ import annotations
@@ -35,14 +47,21 @@ from dataclasses import dataclass, field
 
 from shared.config import Instrument
 from shared.fix.codec import SOH_TEXT as SOH
-from shared.schema import BUY, SELL
+from shared.schema import BUY, CALL_PHASES, PHASE_CONTINUOUS, PHASE_PRE_CLOSE, PHASE_PRE_OPEN, SELL
 
 MAX_DEPTH = 100  # MarketDepth above this is refused (281=5)
 MAX_SUBSCRIPTIONS = 100  # per session (281=2 beyond)
 MAX_WAITING = 1000  # requests waiting for a mirror, all sessions together (281=2 beyond)
 
 BID, OFFER, TRADE = "0", "1", "2"
-ENTRY_TYPES = frozenset((BID, OFFER, TRADE))
+OPENING, CLOSING, IMBALANCE, CLEARING = "4", "5", "A", "Q"  # indicative entries, in a call
+PRICE_TYPES = frozenset((OPENING, CLOSING, CLEARING))  # any of them asks for the indicative price
+ENTRY_TYPES = frozenset((BID, OFFER, TRADE, IMBALANCE)) | PRICE_TYPES
+_OFFERED = "0 (bid), 1 (offer), 2 (trade), 4/5/Q (indicative price), A (imbalance)"
+# The auction of each call phase: its indicative price's MDEntryType and TradingSessionSubID (625).
+_AUCTION = {PHASE_PRE_OPEN: (OPENING, "2"), PHASE_PRE_CLOSE: (CLOSING, "4")}
+_HALT_AUCTION = (OPENING, "9")  # a halt's re-opening auction
+_MORE = {BUY: "P", SELL: "Q"}  # TradeCondition (277): Imbalance more buyers / more sellers
 _SIDE_TYPE = {BUY: BID, SELL: OFFER}
 
 # MDReqRejReason (281)
@@ -59,6 +78,8 @@ Level = tuple[int, int]  # (qty, orders) of one price level
 Key = tuple[int, int]  # (side, price)
 Out = tuple[str, str]  # (session, FIX body from tag 35 on)
 Row = tuple[int, int, int]  # (price, qty, orders)
+# Indicative entries as sent: MDEntryType -> (MDEntryPx text, the rest of the entry after it).
+Shown = dict[str, tuple[str, str]]
 
 
 def _text(text: str) -> str:
@@ -133,8 +154,8 @@ def parse_request(raw: str) -> Request:
     unsupported = [t for t in types if t not in ENTRY_TYPES]
     if unsupported or not types:
         raise BadRequest(req_id, UNSUPPORTED_ENTRY_TYPE,
-                         f"MDEntryType {unsupported[0]!r}: 0 (bid), 1 (offer) or 2 (trade)" if unsupported
-                         else "no MDEntryType: 0 (bid), 1 (offer) or 2 (trade)")
+                         f"MDEntryType {unsupported[0]!r}: {_OFFERED}" if unsupported
+                         else f"no MDEntryType: {_OFFERED}")
     if not symbols or len(symbols) != entries:
         raise BadRequest(req_id, UNKNOWN_SYMBOL, "every NoRelatedSym entry needs a Symbol (55)")
     return Request(req_id, kind, depth, update == "0", frozenset(types), tuple(dict.fromkeys(symbols)))
@@ -159,6 +180,7 @@ class _Baseline:
     top: tuple[tuple[Row, ...], tuple[Row, ...]] | None  # depth N: the best N of each side, as in the W
     trade_seq: int  # trades up to this one were before the W
     excess: dict[int, int]  # the summed trades (price -> qty) at the W
+    shown: Shown  # the indicative entries the W showed
 
 
 class _Symbol:
@@ -175,6 +197,10 @@ class _Symbol:
         self.published: dict[int, tuple[tuple[Row, ...], tuple[Row, ...]]] = {}  # depth N -> best N
         self.subs: dict[int, Subscription] = {}  # id() -> subscription, in the order they came
         self._px: dict[int, str] = {}
+        self.phase = PHASE_CONTINUOUS
+        self.indicative = (0, 0, 0, 0)  # the matcher's last (price, volume, imbalance qty, side)
+        self.shown: Shown = {}  # the indicative entries as of the last flush
+        self.moved = False  # the indicative or the phase changed since the last flush
 
     def px(self, ticks: int) -> str:
         text = self._px.get(ticks)
@@ -206,7 +232,19 @@ class _Symbol:
     def baseline(self) -> _Baseline:
         """What a snapshot sent now shows, for the next flush to start from."""
         return _Baseline({k: self.sides[k[0]].get(k[1]) for k in self.prev}, None, self.trade_seq,
-                         dict(self.excess))
+                         dict(self.excess), self.showing())
+
+    def showing(self) -> Shown:
+        """The indicative entries of the book now: none outside a call or when nothing crosses."""
+        price, volume, imbalance, side = self.indicative
+        auction = _AUCTION.get(self.phase, _HALT_AUCTION) if self.phase in CALL_PHASES else None
+        if auction is None or price <= 0 or volume <= 0:
+            return {}
+        kind, sub_id = auction
+        px = self.px(price)
+        more = f"277={_MORE[side]}{SOH}" if imbalance and side in _MORE else ""
+        return {kind: (px, f"271={volume}{SOH}625={sub_id}{SOH}"),
+                IMBALANCE: (px, f"271={imbalance}{SOH}625={sub_id}{SOH}{more}")}
 
 
 class MarketData:
@@ -263,6 +301,21 @@ class MarketData:
             s.trades.append((s.trade_seq, price, qty))
         else:
             s.excess[price] = s.excess.get(price, 0) + qty
+
+    def apply_phase(self, symbol: str, phase: int) -> None:
+        """The instrument's phase (PhaseChanged): which auction an indicative is for."""
+        s = self.symbols.get(symbol)
+        if s is not None and s.phase != phase:
+            s.phase = phase
+            s.moved = True
+
+    def apply_indicative(self, symbol: str, price: int, volume: int, imbalance: int, side: int) -> None:
+        """The matcher's Indicative: the uncross the call book would give now (a whole state: taken
+        before the mirror's image too)."""
+        s = self.symbols.get(symbol)
+        if s is not None and s.indicative != (price, volume, imbalance, side):
+            s.indicative = (price, volume, imbalance, side)
+            s.moved = True
 
     def book(self, symbol: str) -> tuple[tuple[Row, ...], tuple[Row, ...]]:
         """The mirror's whole book, best first on each side."""
@@ -358,6 +411,9 @@ class MarketData:
             parts += [f"269=1{SOH}270={s.px(p)}{SOH}271={q}{SOH}346={n}{SOH}" for p, q, n in asks]
         if TRADE in types:
             parts += [f"269=2{SOH}270={s.px(p)}{SOH}271={q}{SOH}" for p, q in trades]
+        if s.phase in CALL_PHASES:
+            parts += [f"269={kind}{SOH}270={px}{SOH}{rest}" for kind, (px, rest) in s.showing().items()
+                      if _wants(types, kind)]
         return (f"35=W{SOH}262={req_id}{SOH}55={s.instrument.symbol}{SOH}268={len(parts)}{SOH}"
                 + "".join(parts))
 
@@ -369,8 +425,11 @@ class MarketData:
         for s in self.symbols.values():
             if not s.subs:
                 s.published.clear()  # no one holds it: the next subscriber starts from its own W
-            elif s.prev or s.trades or s.excess or any(sub.fresh for sub in s.subs.values()):
+            elif s.prev or s.trades or s.excess or s.moved or any(sub.fresh for sub in s.subs.values()):
                 out += self._flush_symbol(s)
+            if s.moved:
+                s.shown = s.showing()
+                s.moved = False
             s.prev.clear()
             s.trades.clear()
             s.excess.clear()
@@ -384,6 +443,7 @@ class MarketData:
         # types get the same entries: built once, only the MDReqID differs.
         shared: dict[tuple[int, frozenset[str]], str | None] = {}
         out: list[Out] = []
+        now = s.showing() if s.moved else s.shown
         for sub in list(s.subs.values()):
             base = sub.fresh.pop(sym, None)
             if base is None and not sub.full_refresh:
@@ -391,12 +451,14 @@ class MarketData:
                 if key in shared:
                     tail = shared[key]
                 else:
-                    tail = shared[key] = self._x_tail(s, self._levels(s, sub.depth, sub.types, None, tops),
-                                                      self._trades(s, sub.types, None))
+                    levels = self._levels(s, sub.depth, sub.types, None, tops)
+                    levels += _indicative(sym, s.shown, now, sub.types)
+                    tail = shared[key] = self._x_tail(s, levels, self._trades(s, sub.types, None))
                 if tail is not None:
                     out.append((sub.session, f"35=X{SOH}262={sub.req_id}{SOH}" + tail))
                 continue
             entries = self._levels(s, sub.depth, sub.types, base, tops)
+            entries += _indicative(sym, base.shown if base is not None else s.shown, now, sub.types)
             trades = self._trades(s, sub.types, base)
             if not entries and not trades:
                 continue
@@ -465,6 +527,25 @@ class MarketData:
             entries += [_entry(sym, s.px(p), kind, old_levels.get(p), lv) for p, lv in new_levels.items()
                         if old_levels.get(p) != lv]
         return entries
+
+
+def _wants(types: frozenset[str], kind: str) -> bool:
+    """Whether a subscription to ``types`` gets an indicative entry of ``kind``."""
+    return kind in types if kind == IMBALANCE else not PRICE_TYPES.isdisjoint(types)
+
+
+def _indicative(symbol: str, before: Shown, now: Shown, types: frozenset[str]) -> list[str]:
+    """The X entries taking indicative entries ``before`` to ``now`` (deletes first)."""
+    if before == now:
+        return []
+    out = [f"279=2{SOH}269={kind}{SOH}55={symbol}{SOH}270={px}{SOH}" for kind, (px, _rest) in before.items()
+           if kind not in now and _wants(types, kind)]
+    for kind, entry in now.items():
+        old = before.get(kind)
+        if old != entry and _wants(types, kind):
+            action = "0" if old is None else "1"
+            out.append(f"279={action}{SOH}269={kind}{SOH}55={symbol}{SOH}270={entry[0]}{SOH}{entry[1]}")
+    return out
 
 
 def _entry(symbol: str, px: str, kind: str, old: Level | None, new: Level | None) -> str:

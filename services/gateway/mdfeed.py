@@ -16,10 +16,14 @@ holds a session's mutex while sending to it and while calling onLogout, never ar
 engine thread takes the lock in fromApp only, and a logout is queued.
 
 The same thread tells trading status (``status.TradingStatus``): a SecurityStatusRequest (35=e) or
-TradingSessionStatusRequest (35=g) is answered on the engine thread, and wakes the thread too, which
+TradingSessionStatusRequest (35=g) is answered on the engine thread (until the first images have come
+it waits for them, STATUS_WAIT_S at most, and is answered by the thread), and wakes the thread too, which
 then sends a SecurityStatus (35=f) / TradingSessionStatus (35=h) to each subscriber for every
-PhaseChanged it reads. (It reads from the streams' ends when it starts: phases changed before that are
-not known to it, and an instrument reads as CONTINUOUS until the next change.)
+PhaseChanged it reads. It reads from the streams' ends when it starts: what it knows of phases changed
+before that comes with the BookImages it asks for, after which the matcher restates each instrument
+not in continuous trading (a PhaseChanged with ``prev_phase`` equal to ``phase``, and its last
+Indicative). Indicatives (the uncross a call would give now) go to the market-data core, which sends
+them as entries of their own (``marketdata``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from shared.schema import (
     BookImage,
     BookUpdate,
     ImageRequest,
+    Indicative,
     PhaseChanged,
     SchemaError,
     Trade,
@@ -55,7 +60,10 @@ from shared.schema import (
 log = logging.getLogger(__name__)
 
 _TRADE, _UPDATE, _IMAGE, _PHASE = Trade.CODE, BookUpdate.CODE, BookImage.CODE, PhaseChanged.CODE
+_INDICATIVE = Indicative.CODE
 ASK_AGAIN_S = 5.0  # a shard whose images have not come (its matcher was down) is asked again
+STATUS_WAIT_S = ASK_AGAIN_S  # a status request waits this long at most for the phases (then: as known)
+MAX_STATUS_WAITING = 1000  # status requests waiting for the phases, all sessions together
 READ_COUNT = 1000
 BACK_OFF_S = 1.0  # after an error, before trying again (one log line a second at most)
 SOH = "\x01"
@@ -144,6 +152,8 @@ class MarketFeed:
         self.unroutable = 0
         self.errors = 0
         self._ended: deque[str] = deque()  # sessions logged out, for the core to forget
+        # Status requests that came before the phases were known (the first images): answered then.
+        self._status_waiting: list[tuple[float, str, str, dict[str, str]]] = []
         self._wanted = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-marketdata", daemon=True)
@@ -180,8 +190,26 @@ class MarketFeed:
         told again at every phase change."""
         with self.lock:
             self._drop_ended()
-            self._send(self.status.request(session, msg_type, split_fields(raw), now_ns()))
+            if self._phases_known() or len(self._status_waiting) >= MAX_STATUS_WAITING:
+                self._send(self.status.request(session, msg_type, split_fields(raw), now_ns()))
+            else:  # this gateway has not read a phase yet: its first images restate them
+                self._status_waiting.append((time.monotonic(), session, msg_type, split_fields(raw)))
         self._wanted.set()
+
+    def _phases_known(self) -> bool:
+        """Whether every book's image has come: the matcher restates each phase after its images."""
+        return all(self.core.ready(s) for symbols in self.shards.values() for s in symbols)
+
+    def _answer_status(self) -> None:
+        """Answer the status requests that waited for the phases (or for STATUS_WAIT_S: as known)."""
+        if not self._status_waiting:
+            return
+        known = self._phases_known()
+        if not known and time.monotonic() - self._status_waiting[0][0] < STATUS_WAIT_S:
+            return
+        waiting, self._status_waiting = self._status_waiting, []
+        for _at, session, msg_type, fields in waiting:
+            self._send(self.status.request(session, msg_type, fields, now_ns()))
 
     def session_ended(self, session: str) -> None:
         """The session logged out: its subscriptions go before the next flush or request.
@@ -196,6 +224,8 @@ class MarketFeed:
             session = self._ended.popleft()
             self.core.drop_session(session)
             self.status.drop_session(session)
+            if self._status_waiting:
+                self._status_waiting = [w for w in self._status_waiting if w[1] != session]
 
     def _send(self, outs: list[Out]) -> None:
         """Send under the lock (see the module's docstring); never raises."""
@@ -232,6 +262,7 @@ class MarketFeed:
                 self._read_all(r, last_ids)
                 with self.lock:
                     self._drop_ended()
+                    self._answer_status()
                     self._send(self.core.flush())
             except REDIS_ERRORS as exc:
                 log.warning("market data: Redis: %s; retrying in %.0f s", exc, BACK_OFF_S)
@@ -288,6 +319,14 @@ class MarketFeed:
                     items = decode_wire_batch(payload)
                 except SchemaError:
                     continue
+                if any(item[0] == _IMAGE for item in items):
+                    # The matcher restates phases and Indicatives right after its images, in the same
+                    # entry: the W a waiting request gets at its image shows them too (not a W, then X).
+                    for item in items:
+                        if item[0] == _PHASE:
+                            core.apply_phase(item[1], item[2])
+                        elif item[0] == _INDICATIVE:
+                            core.apply_indicative(item[1], item[2], item[3], item[4], item[5])
                 for item in items:
                     code = item[0]
                     if code == _UPDATE:
@@ -297,4 +336,7 @@ class MarketFeed:
                     elif code == _IMAGE:
                         self._send(core.apply_image(item[1], item[2], item[3]))
                     elif code == _PHASE:
+                        core.apply_phase(item[1], item[2])
                         self._send(self.status.phase_changed(item[1], item[2], item[3], item[4], item[5]))
+                    elif code == _INDICATIVE:
+                        core.apply_indicative(item[1], item[2], item[3], item[4], item[5])

@@ -107,8 +107,8 @@ class TradingStatus:
     def phase_changed(self, symbol: str, phase: int, prev: int, reason: str, ts: int) -> list[Out]:
         """The matcher's PhaseChanged: what each subscriber is told (f for the symbol, h when the
         session's status changes)."""
-        if symbol not in self.phases or phase not in TRADING_STATUS:
-            return []
+        if symbol not in self.phases or phase not in TRADING_STATUS or self.phases[symbol] == phase:
+            return []  # unknown, or a restatement of what is known (after a BookImage)
         before = self._session_status()
         self.phases[symbol] = phase
         self.reasons[symbol] = reason

@@ -35,6 +35,7 @@ class MatcherSettings:
     # A market order in continuous trading trades up to this far from the last trade price (basis
     # points; 500 = 5%), the rest is cancelled (issue 31).
     market_band_bps: int = 500
+    max_open_orders: int = 20  # open orders per session (the 21st is refused, 103=3)
 
     @property
     def instruments(self) -> tuple[Instrument, ...]:
@@ -60,6 +61,7 @@ def load(env: Mapping[str, str] | None = None) -> MatcherSettings:
         snapshot_seconds=env_float(env, ENV_PREFIX + "MATCHER_SNAPSHOT_SECONDS", 30.0, lo=0.0),
         depth_levels=env_int(env, ENV_PREFIX + "MATCHER_DEPTH_LEVELS", 10, lo=1, hi=1000),
         done_orders=env_int(env, ENV_PREFIX + "MATCHER_DONE_ORDERS", 100, lo=1, hi=100_000),
+        max_open_orders=env_int(env, ENV_PREFIX + "MATCHER_MAX_OPEN_ORDERS", 20, lo=1, hi=1_000_000),
         health_interval_s=env_float(env, ENV_PREFIX + "MATCHER_HEALTH_SECONDS", 2.0, lo=0.1),
         lease_seconds=env_float(env, ENV_PREFIX + "MATCHER_LEASE_SECONDS", 6.0, lo=0.5),
         market_band_bps=env_int(env, ENV_PREFIX + "MARKET_BAND_BPS", 500, lo=1, hi=10_000),

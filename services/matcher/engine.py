@@ -118,6 +118,7 @@ _BOOK_IMAGE = BookImage.CODE
 _TRIGGERED = Triggered.CODE
 _PHASE_CHANGED = PhaseChanged.CODE
 _INDICATIVE = Indicative.CODE
+RESTATED = "restated with the book image"  # the reason of a PhaseChanged that repeats a phase
 
 # MassCancelRejectReason (532), FIX 4.4. An unsupported request type is 99 with a text, as the
 # gateway answers it when it refuses one itself (0, "mass cancel not supported", would say none is).
@@ -391,6 +392,17 @@ class Engine:
             for symbol, book in self.books.items():
                 bids, asks = book.image()
                 out.append((None, (_BOOK_IMAGE, symbol, bids, asks, ts)))
+            # A reader that starts at the image learns the phases too: each instrument not in
+            # continuous trading restated (prev_phase = phase), then its last Indicative.
+            phases, indicative = self.phases, self.indicative
+            for symbol in self.books:
+                phase = phases[symbol]
+                if phase != PHASE_CONTINUOUS:
+                    out.append((None, (_PHASE_CHANGED, symbol, phase, phase, RESTATED, ts)))
+                u = indicative.get(symbol)
+                if u is not None:
+                    out.append((None, (_INDICATIVE, symbol, u.price, u.volume, u.imbalance_qty,
+                                       u.imbalance_side, ts)))
             self._image_ts = None
         return result
 

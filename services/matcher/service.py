@@ -74,7 +74,8 @@ class MatcherService:
         self.market_stream = streams.shard_market_stream(self.shard)
         self.deadletter_stream = streams.shard_deadletter_stream(self.shard)
         self.maxlen = settings.common.stream_maxlen
-        self.limits = Limits(depth_levels=settings.depth_levels, done_orders=settings.done_orders)
+        self.limits = Limits(depth_levels=settings.depth_levels, done_orders=settings.done_orders,
+                             max_open_per_session=settings.max_open_orders)
         self.consumer = self._consumer(settings)
         self.engine = self._new_engine()
         # Counters (read by the health thread; plain ints and strings, swapped whole).

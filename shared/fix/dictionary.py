@@ -56,9 +56,10 @@ WRITTEN: dict[str, frozenset[int]] = {
     "y": frozenset({320, 322, 560, 393, 893, 146, 55, 107, 561, 562, 58}),  # SecurityList
     # Market data: MDReqID, Symbol, NoMDEntries with MDUpdateAction, MDEntryType, MDEntryID,
     # MDEntryRefID, MDEntryPx, MDEntrySize, MDEntryDate, MDEntryTime, NumberOfOrders,
-    # MDEntryPositionNo, Text; the reject's MDReqRejReason and Text.
-    "W": frozenset({262, 55, 268, 269, 278, 270, 271, 272, 273, 346, 290, 58}),
-    "X": frozenset({262, 268, 279, 269, 278, 280, 55, 270, 271, 272, 273, 346, 290, 58}),
+    # MDEntryPositionNo, Text, and for a call's indicative entries TradingSessionSubID and
+    # TradeCondition; the reject's MDReqRejReason and Text.
+    "W": frozenset({262, 55, 268, 269, 278, 270, 271, 272, 273, 346, 290, 58, 625, 277}),
+    "X": frozenset({262, 268, 279, 269, 278, 280, 55, 270, 271, 272, 273, 346, 290, 58, 625, 277}),
     "Y": frozenset({262, 281, 58}),
     # SecurityStatus: SecurityStatusReqID, Symbol, TradingSessionID, TradingSessionSubID,
     # UnsolicitedIndicator, SecurityTradingStatus, TransactTime, Text (services/gateway/status.py).

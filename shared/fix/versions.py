@@ -31,6 +31,12 @@ What differs, and where it is written here:
   A triggered stop's ExecutionReport says ExecType L (Triggered or Activated by System), which
   FIX50SP2.xml defines and FIX44.xml and FIX42.xml do not: there it is D (Restated), with 39=0 and
   Text (58) saying it was triggered.
+- Indicative market data in a call (services/gateway/marketdata.py): FIX 4.4 sends the indicative
+  price as MDEntryType 4 (Opening price) or 5 (Closing price) and the imbalance as A. FIX 4.2 has 4
+  and 5 but no A (a 4.2 session cannot ask for it: its dictionary refuses 269=A in a V), nor
+  TradingSessionSubID (625) in market data. FIX 5.0 SP2 names the price of an auction Q (Auction
+  clearing price): its sessions get Q where FIX 4.4's get 4 or 5 (``md_entry_types``), with 625
+  telling the auction.
 - TimeInForce At the Close (59=7) came with FIX 4.3: a FIX 4.2 session that sends it gets the
   engine's session Reject (373=5, value incorrect); At the Opening (59=2) is in all three.
 """
@@ -74,12 +80,14 @@ class FixVersion:
     # ExecType (150) of a stop that became a market or limit order: the exchange's FIX 4.4 body says
     # Restated (D), stock FIX44.xml having no L (Triggered or Activated by System); "" keeps D.
     triggered_exec_type: str = ""
+    # MDEntryType (269) values of FIX 4.4's market data said otherwise in this version: 4.4 -> this one.
+    md_entry_types: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def rewrites(self) -> bool:
         """Whether FIX 4.4's bodies must be rewritten for this version (services/gateway/dialects.py)."""
         return (self.exec_trans_type or self.match_id_in_text or bool(self.enum_fallback)
-                or bool(self.required_added) or bool(self.triggered_exec_type))
+                or bool(self.required_added) or bool(self.triggered_exec_type) or bool(self.md_entry_types))
 
     @property
     def fixt(self) -> bool:
@@ -107,7 +115,9 @@ VERSIONS: dict[str, FixVersion] = {
                          # MarketDataSnapshotFullRefresh requires LastUpdateTime (779); an
                          # OrderMassCancelReport, MassActionReportID (1369): its OrderID (37).
                          required_added={"W": {779: "now"}, "r": {1369: "tag:37"}},
-                         triggered_exec_type="L"),
+                         triggered_exec_type="L",
+                         # The indicative price of a call: Auction clearing price (FIX50SP2.xml).
+                         md_entry_types={"4": "Q", "5": "Q"}),
 }
 BY_BEGIN_STRING: dict[str, FixVersion] = {v.begin_string: v for v in VERSIONS.values()}
 DEFAULT = VERSIONS["4.4"]

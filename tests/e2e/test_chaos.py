@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 # Every fault but redis-everysec (tests/integration/test_redis_server.py covers that policy).
 FAULTS = ["matcher", "gateway-file", "gateway-memory", "publisher", "redis", "web", "slow", "machine",
-          "matcher-call"]
+          "matcher-call", "matcher-uncross"]
 SHORT = Options(sessions=4, window=8, before_s=3.0, after_s=3.0)
 
 

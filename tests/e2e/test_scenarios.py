@@ -4,6 +4,7 @@ what the runner says when a scenario fails or the exchange refuses a Logon."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ def stack_env() -> dict[str, str]:
 class Exchange:
     run: Runner
     fix_port: int
+    redis_url: str  # phase steps go through the bus, as fixlab admin phase does
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +46,9 @@ def exchange(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exchange]:
     env = {**stack_env(), "FIXLAB_RUN_DIR": str(tmp_path_factory.mktemp("run")),
            "FIXLAB_FIX_PORT": str(fix_port), "FIXLAB_WEB_PORT": str(free_port())}
     with runner(env) as run:
+        redis_url = run.wait_line(r"private redis-server on (redis://\S+)", timeout=90).group(1)
         run.wait_line(rf"gateway \S+ ready on port {fix_port}", timeout=90)
-        yield Exchange(run, fix_port)
+        yield Exchange(run, fix_port, redis_url)
 
 
 def play(exchange: Exchange, *files: str | Path, timeout: float = 150,
@@ -53,8 +56,10 @@ def play(exchange: Exchange, *files: str | Path, timeout: float = 150,
     """``python -m services.client.scenario``, or the ``fixlab scenario`` console script."""
     command = ([str(Path(sys.executable).parent / "fixlab"), "scenario"] if fixlab
                else [sys.executable, "-m", "services.client.scenario"])
-    return subprocess.run([*command, "--port", str(exchange.fix_port), *map(str, files)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    env = {**os.environ, **stack_env()}  # the stack's instruments: the shard a phase step writes to
+    return subprocess.run([*command, "--port", str(exchange.fix_port), "--redis-url", exchange.redis_url,
+                           *map(str, files)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
 
 
 def test_every_shipped_scenario_passes(exchange: Exchange) -> None:

@@ -309,7 +309,7 @@ def test_snapshot_unsubscribe_each_reject_and_a_logout(stack: Stack, tmp_path: P
             cases = [("unknown", v("unknown", symbols=("NOPE.LAB",)), "0"),
                      ("next", v("next"), "1"),
                      ("deep", v("deep", depth=101), "5"),
-                     ("open", v("open", types="04"), "8"),
+                     ("settle", v("settle", types="06"), "8"),
                      ("gone", v("gone", kind=2), None)]
             for _req_id, body, _ in cases:
                 send_v(sub, body)

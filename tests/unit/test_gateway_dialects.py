@@ -67,3 +67,17 @@ def test_fix44_has_no_dialect(made: dict[str, Dialect]) -> None:
     d42 = made["4.2"]
     table = {"FIX.4.4": (VERSIONS["4.4"], d42.dictionary), "FIX.4.2": (VERSIONS["4.2"], d42.dictionary)}
     assert VERSIONS["4.4"].rewrites is False and set(dialects(table)) == {"FIX.4.2"}
+
+
+def test_indicative_entries_said_by_each_version(made: dict[str, Dialect]) -> None:
+    """A call's indicative price (FIX 4.4's 269=4) is FIX 5.0 SP2's Auction clearing price (Q);
+    FIX 4.2 keeps 4 and has no TradingSessionSubID (625) in market data."""
+    w = wire("35=W|262=r|55=ACORN.LAB|268=2|269=0|270=100.50|271=30|346=3|269=4|270=100.50|271=30|625=2|")
+    x = wire("35=X|262=r|268=2|279=1|269=5|55=ACORN.LAB|270=100.50|271=30|625=4|"
+             "279=0|269=A|55=ACORN.LAB|270=100.50|271=5|625=4|277=Q|")
+    sp2_w, sp2_x = dict(fields(made["5.0SP2"](wire(w)))), fields(made["5.0SP2"](wire(x)))
+    assert [v for t, v in fields(made["5.0SP2"](w)) if t == "269"] == ["0", "Q"] and "779" in sp2_w
+    assert [v for t, v in sp2_x if t == "269"] == ["Q", "A"] and ("277", "Q") in sp2_x
+    w42 = fields(made["4.2"](w))
+    assert [v for t, v in w42 if t == "269"] == ["0", "4"] and "625" not in dict(w42)
+    assert made["4.2"](w).startswith("35=W" + SOH)

@@ -131,7 +131,7 @@ def test_snapshot_only_answers_w_and_keeps_no_subscription() -> None:
     (v("r1", symbols=("ACORN.LAB", "NOPE.LAB")), "0", "NOPE.LAB"),
     (v("r1", depth=-1), "5", "MarketDepth"),
     (v("r1", depth=MAX_DEPTH + 1), "5", "MarketDepth"),
-    (v("r1", types="04"), "8", "MDEntryType '4'"),
+    (v("r1", types="06"), "8", "MDEntryType '6'"),
     (v("r1", types=""), "8", "no MDEntryType"),
     (v("r1", update="2"), "6", "MDUpdateType"),
     (v("r1", extra=f"266=N{SOH}"), "7", "aggregated"),

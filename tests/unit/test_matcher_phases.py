@@ -9,7 +9,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.matcher.engine import Engine
+from services.matcher.engine import RESTATED, Engine
 from shared.config import Instrument
 from shared.schema import (
     AT_CLOSE,
@@ -35,6 +35,7 @@ from shared.schema import (
     CancelOrder,
     Depth,
     Filled,
+    ImageRequest,
     Indicative,
     Message,
     NewOrder,
@@ -392,3 +393,23 @@ def test_a_triggered_stop_limit_resting_reports_its_type_when_it_is_hit() -> Non
     (made,) = [f for f in of(ev, Filled) if f.session == "A"]
     assert (made.last_qty, made.ord_type, made.stop_px) == (3, ORD_STOP_LIMIT, 10050)
     assert [f.ord_type for f in of(ev, Filled) if f.session == "B"] == [ORD_LIMIT]
+
+
+def test_a_book_image_restates_the_phase_and_indicative_of_each_instrument_in_a_call() -> None:
+    """A gateway that starts mid-call reads the BookImages it asked for, then each instrument's phase
+    (a PhaseChanged repeating it) and its last Indicative; instruments in continuous trading: none."""
+    e = engine()
+    a, b = Client("A"), Client("B")
+    e.apply(SetPhase("ACORN.LAB", PHASE_PRE_OPEN, "open call", 1))
+    e.apply(a.new(BUY, 10100, 10))
+    e.apply(b.new(SELL, 10000, 4))
+    ev = e.apply(ImageRequest("gw2", 7))
+    kinds = [type(m).__name__ for m in ev]
+    assert kinds == ["BookImage", "BookImage", "PhaseChanged", "Indicative"]
+    assert of(ev, PhaseChanged) == [PhaseChanged("ACORN.LAB", PHASE_PRE_OPEN, PHASE_PRE_OPEN, RESTATED, 7)]
+    assert of(ev, Indicative) == [Indicative("ACORN.LAB", 10100, 4, 6, BUY, 7)]
+    e.apply(SetPhase("ACORN.LAB", PHASE_CONTINUOUS, "open", 8))
+    assert [type(m).__name__ for m in e.apply(ImageRequest("gw2", 9))] == ["BookImage", "BookImage"]
+    e.apply(SetPhase("BIRCH.LAB", PHASE_CLOSED, "closed", 10))  # not a call: a phase, no Indicative
+    assert [(p.symbol, p.phase) for p in of(e.apply(ImageRequest("gw2", 11)), PhaseChanged)] == [
+        ("BIRCH.LAB", PHASE_CLOSED)]

@@ -230,3 +230,33 @@ def test_a_failure_report_names_the_expected_tags() -> None:
     result = Runner(factory, names=names).run(parse("logon A C\nsend A 35=D 11=a\nexpect A 35=8 150=8 "
                                                     "37=$oid timeout=0.2\n"))
     assert "(35 MsgType=ExecutionReport, 150 ExecType=Rejected, 37 OrderID)" in "\n".join(result.report)
+
+
+def test_phase_steps_go_to_the_operator_and_a_missing_change_fails_the_step() -> None:
+    from services.client.scenario.runner import PhaseNotChanged
+    from shared.schema import PHASE_CONTINUOUS, PHASE_PRE_OPEN
+
+    calls: list[tuple[str, int, str, float]] = []
+
+    def set_phase(symbol: str, phase: int, reason: str, timeout_s: float) -> str:
+        calls.append((symbol, phase, reason, timeout_s))
+        if phase == PHASE_CONTINUOUS:
+            raise PhaseNotChanged("no phase change to CONTINUOUS within 2 s")
+        return f"{symbol}: CONTINUOUS -> PRE_OPEN ({reason})"
+
+    text = ("phase ACORN.LAB pre-open the opening call\nlogon A CLIENT01\n"
+            "phase ACORN.LAB continuous timeout=2\n")
+    made: list[FakeSession] = []
+
+    def factory(comp_id: str, heartbeat_s: int, port: int | None,
+                on_record: Callable[[RecordLike], None], begin: str) -> FakeSession:
+        made.append(FakeSession(comp_id, on_record, echo_exchange, None))
+        return made[-1]
+    result = Runner(factory, set_phase=set_phase).run(parse(text, "p.scenario"))
+    assert not result.ok and result.steps_done == 2 and result.exit_code == 1
+    assert calls == [("ACORN.LAB", PHASE_PRE_OPEN, "the opening call", 5.0),
+                     ("ACORN.LAB", PHASE_CONTINUOUS, "continuous (scenario)", 2.0)]
+    assert "phase ACORN.LAB: no phase change to CONTINUOUS within 2 s" in "\n".join(result.report)
+    bare, _ = runner()  # no bus given: the step says what it needs
+    result = bare.run(parse("phase ACORN.LAB halted\n", "p.scenario"))
+    assert not result.ok and "needs the bus: give --redis-url or set REDIS_URL" in "\n".join(result.report)

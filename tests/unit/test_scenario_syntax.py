@@ -106,6 +106,9 @@ def test_words_quotes_and_comments() -> None:
     ("logon A CLIENT01\nwait 9999\n", 2, "from 0 to 600"),
     ("logon A CLIENT01\ndrop-next A now\n", 2, "'now': not a field"),
     ("# nothing here\n\n", 1, "no steps"),
+    ("phase ACORN.LAB\n", 1, "phase takes a symbol and a phase"),
+    ("phase ACORN.LAB lunch\n", 1, "unknown phase 'lunch': one of closed, pre_open"),
+    ("phase ACORN.LAB halted timeout=later\n", 1, "not a number of seconds"),
 ])
 def test_each_bad_line_is_named(text: str, line: int, words_in_message: str) -> None:
     with pytest.raises(ScenarioSyntaxError) as err:

@@ -15,10 +15,21 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from services.client.scenario.groups import GroupShape
-from services.client.scenario.runner import RecordLike, Runner, SessionLike, reachable
+from services.client.scenario.runner import (
+    PhaseNotChanged,
+    RecordLike,
+    Runner,
+    SessionLike,
+    SetPhaseFn,
+    reachable,
+)
 from services.client.scenario.syntax import Scenario, ScenarioSyntaxError, parse
+from shared import phases, redis_cluster
+from shared.config import parse_instruments
+from shared.schema import PHASE_NAMES
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -64,6 +75,24 @@ def dictionary_groups() -> Callable[[str], Mapping[int, GroupShape]]:
     return lambda msg_type: groups.get(msg_type, {})
 
 
+def bus_phase(url: str) -> SetPhaseFn:
+    """Phase steps through the bus at ``url``: the SetPhase ``fixlab admin phase`` sends, to the shard
+    of the symbol in this environment's instruments (FIXLAB_INSTRUMENTS, FIXLAB_SHARDS)."""
+    conn: list[Any] = []
+
+    def set_phase(symbol: str, phase: int, reason: str, timeout_s: float) -> str:
+        if not conn:
+            conn.append(redis_cluster.connect_any(url, timeout_s=max(2.0, timeout_s)))
+        instruments = parse_instruments(os.environ)
+        seen = phases.set_phase(conn[0], instruments, symbol, phase, reason, timeout_s)
+        if not seen:
+            raise PhaseNotChanged(f"no phase change to {PHASE_NAMES[phase]} within {timeout_s:g} s "
+                                  "(it may be in that phase already, or its matcher is down)")
+        return "; ".join(f"{c.symbol}: {PHASE_NAMES.get(c.prev_phase, c.prev_phase)} -> "
+                         f"{PHASE_NAMES.get(c.phase, c.phase)} ({c.reason})" for c in seen)
+    return set_phase
+
+
 def load(paths: Sequence[str]) -> list[Scenario]:
     """Parse every file; raise ScenarioSyntaxError (file:line) or OSError on the first bad one."""
     return [parse(Path(p).read_text(encoding="utf-8"), p) for p in paths]
@@ -76,6 +105,8 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="the exchange's FIX host (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=int(os.environ.get("FIXLAB_FIX_PORT", "9878")),
                    help="its FIX port (default FIXLAB_FIX_PORT or 9878)")
+    p.add_argument("--redis-url", default=os.environ.get("REDIS_URL"),
+                   help="the bus, for phase steps (default REDIS_URL; make run prints it)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each step as it runs")
     return p.parse_args(argv)
 
@@ -102,12 +133,14 @@ def main(argv: Sequence[str] | None = None, factory: Callable[..., SessionLike] 
     groups = None if factory is not None else dictionary_groups()
     names = None if factory is not None else dictionary_names()
     log = (lambda line: print(line, flush=True)) if args.verbose else None
+    set_phase = bus_phase(args.redis_url) if args.redis_url else None
     for scenario in scenarios:
         if args.verbose:
             print(f"{scenario.file}: {scenario.title}", flush=True)
         try:
             result = Runner(make, log=log, groups=groups, names=names,
-                            engine_started=keep_ctrl_c if factory is None else None).run(scenario)
+                            engine_started=keep_ctrl_c if factory is None else None,
+                            set_phase=set_phase).run(scenario)
         except KeyboardInterrupt:  # the runner has logged its sessions out on the way
             print(f"interrupted in {scenario.file}", file=sys.stderr)
             return EXIT_INTERRUPTED

@@ -27,6 +27,7 @@ from services.client.scenario.syntax import (
     Expect,
     ExpectNothing,
     Logon,
+    Phase,
     Scenario,
     Send,
     Step,
@@ -68,6 +69,13 @@ class SessionLike(Protocol):
 
 # comp_id, heartbeat_s, port (None: the run's), on_record, BeginString -> a session not yet started
 SessionFactory = Callable[[str, int, "int | None", Callable[[RecordLike], None], str], SessionLike]
+# symbol, phase, reason, timeout_s -> what changed ("ACORN.LAB: CONTINUOUS -> PRE_OPEN"); raises
+# PhaseNotChanged (or any error, with its reason) when the matcher did not say so in time.
+SetPhaseFn = Callable[[str, int, str, float], str]
+
+
+class PhaseNotChanged(Exception):
+    """A phase step's change did not come: the reason in one line."""
 
 
 class StepFailed(Exception):
@@ -160,8 +168,10 @@ class Runner:
                  groups: Callable[[str], Mapping[int, GroupShape]] | None = None,
                  names: Callable[[int, str], str] | None = None,
                  engine_started: Callable[[], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 set_phase: SetPhaseFn | None = None) -> None:
         self.factory = factory
+        self.set_phase = set_phase  # phase steps: through the bus (None: a phase step fails, saying so)
         self.groups = groups  # a MsgType's repeating groups (the data dictionary's); None: sent flat
         self.names = names  # (tag, value) -> "ExecType=Trade", for failure reports; None: tags only
         self.engine_started = engine_started or (lambda: None)  # after each start and reconnect
@@ -212,6 +222,8 @@ class Runner:
             self.expect_nothing(step)
         elif isinstance(step, Wait):
             time.sleep(step.seconds)
+        elif isinstance(step, Phase):
+            self.phase(step)
         else:
             self.control(step)
 
@@ -227,6 +239,16 @@ class Runner:
         except Exception as exc:  # the session's own one-line reason: refused, unreachable, timed out
             raise StepFailed(step, [f"{step.session} ({step.comp_id}) did not log on: {one_line(exc)}"],
                              logon=True) from None
+
+    def phase(self, step: Phase) -> None:
+        if self.set_phase is None:
+            raise StepFailed(step, ["a phase step needs the bus: give --redis-url or set REDIS_URL"])
+        try:
+            said = self.set_phase(step.symbol, step.phase, step.reason, step.timeout_s)
+        except Exception as exc:  # not changed in time, unknown symbol, Redis unreachable: one line
+            raise StepFailed(step, [f"phase {step.symbol}: {one_line(exc)}"]) from None
+        if self.log:
+            self.log(f"       {said}")
 
     def control(self, step: Control) -> None:
         session = self.sessions[step.session]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from services.client.scenario.match import Absent, Capture, Exact, FieldSpec, Regex, Template, Var
 from shared.compids import gateway_comp_ids
 from shared.fix.versions import version
+from shared.phases import PHASES, phase_of
 
 BUILTINS = frozenset({"run", "now"})  # $run: unique per run; $now: UTCTimestamp when sent
 # Header and trailer fields the client's engine writes itself.
@@ -107,7 +108,19 @@ class Control:
     timeout_s: float = 10.0  # reconnect: how long to wait for the Logon
 
 
-Step = Logon | Send | Expect | ExpectNothing | Wait | Control
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """An operator's phase change: a SetPhase through the bus, as ``fixlab admin phase`` sends it, then
+    wait for the matcher's PhaseChanged."""
+
+    where: Where
+    symbol: str
+    phase: int  # PHASE_*
+    reason: str
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+Step = Logon | Send | Expect | ExpectNothing | Wait | Control | Phase
 CONTROLS = ("drop-next", "go-silent", "talk", "disconnect", "reconnect")
 
 
@@ -192,8 +205,10 @@ class _Parser:
             if len(args) != 1:
                 raise _Bad("wait takes one duration: wait 1.5")
             return Wait(where, seconds(args[0], "wait"))
+        if verb == "phase":
+            return self.phase(where, args)
         if verb not in ("send", "expect", "expect-nothing", *CONTROLS):
-            raise _Bad(f"unknown step {verb!r} (steps: logon, send, expect, expect-nothing, wait, "
+            raise _Bad(f"unknown step {verb!r} (steps: logon, send, expect, expect-nothing, wait, phase, "
                        f"{', '.join(CONTROLS)})")
         if not args:
             raise _Bad(f"{verb} needs a session name (one a logon step named)")
@@ -236,6 +251,20 @@ class _Parser:
         else:  # CLIENT42-01: FIX.4.2, CLIENT50-01: FIXT.1.1, any other: FIX.4.4
             begin = gateway_comp_ids().begin_string(comp_id)
         return Logon(where, session, comp_id, heartbeat, port, timeout, begin)
+
+    def phase(self, where: Where, args: list[str]) -> Phase:
+        if len(args) < 2:
+            raise _Bad(f"phase takes a symbol and a phase: phase ACORN.LAB pre_open [reason] "
+                       f"(phases: {', '.join(PHASES)})")
+        symbol, name = args[0], args[1]
+        code = phase_of(name)
+        if code is None:
+            raise _Bad(f"unknown phase {name!r}: one of {', '.join(PHASES)}")
+        reason = [w for w in args[2:] if not w.startswith("timeout=")]
+        options = self.options([w for w in args[2:] if w.startswith("timeout=")], allowed={"timeout"},
+                               verb="phase")
+        timeout = seconds(options.get("timeout", str(DEFAULT_TIMEOUT_S)), "timeout")
+        return Phase(where, symbol, code, " ".join(reason) or f"{name.lower()} (scenario)", timeout)
 
     def send(self, where: Where, session: str, args: list[str]) -> Send:
         fields: list[tuple[int, Template]] = []
