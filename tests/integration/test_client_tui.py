@@ -184,6 +184,13 @@ CALL_SHOWN = {
     "5.0SP2": "indicative (opening auction): 101.00 for 4, imbalance 6 more buyers",
 }
 
+# A halt's re-opening auction (101.00: 2 execute, 4 more buyers); FIX 4.2's 4 (no 625) says opening.
+HALT_SHOWN = {
+    "4.4": "indicative (re-opening auction): 101.00 for 2, imbalance 4 more buyers",
+    "4.2": "indicative (opening auction): 101.00 for 2",
+    "5.0SP2": "indicative (re-opening auction): 101.00 for 2, imbalance 4 more buyers",
+}
+
 
 @pytest.mark.parametrize("name", ["4.4", "4.2", "5.0SP2"])
 def test_the_book_panel_shows_the_calls_indicative_and_the_tape_its_auction_trade(
@@ -191,7 +198,8 @@ def test_the_book_panel_shows_the_calls_indicative_and_the_tape_its_auction_trad
     """Issue 31: in ACORN.LAB's opening call (``fixlab admin phase``) a bid of 10 at 101.00 (from the
     TUI's prompt) and an offer of 4 at 100.00 (another session) cross; the book panel shows the
     indicative uncross from the session's own market data (its version's entries), and at the open
-    the tape marks the uncross's trade as the auction's; after it the panel shows no indicative."""
+    the tape marks the uncross's trade as the auction's; after it the panel shows no indicative.
+    Then a halt (``fixlab admin halt``), an offer of 2 at 101.00, and the resume's auction likewise."""
     import io
     import re
 
@@ -240,9 +248,24 @@ def test_the_book_panel_shows_the_calls_indicative_and_the_tape_its_auction_trad
                 await until(pilot, lambda: auction.search(market()) is not None, "the auction trade marked")
                 await until(pilot, lambda: "indicative" not in market() and "[Continuous" in market(),
                             "no indicative after the open")
-                # The rest of the bid (6 at 101.00) rests in continuous trading: cancelled, for the next run.
                 await until(pilot, lambda: [(o.price, o.leaves_qty) for o in client.open_orders()]
                             == [("101.00", 6)], "the bid's fill in the auction")
+                # A halt, an offer of 2 at 101.00 against the rest of the bid, the resume's auction.
+                in_call = True
+                assert admin("halt", "ACORN.LAB", "news") == 0
+                await until(pilot, lambda: "ACORN.LAB [Halted" in market(), "the halt")  # 4.2: no Text
+                more = parse("sell ACORN.LAB 101.00 2")
+                assert more is not None
+                trader.execute(more)
+                await until(pilot, lambda: HALT_SHOWN[name] in market(), "the resume's indicative")
+                assert admin("resume", "ACORN.LAB") == 0
+                in_call = False
+                resumed = re.compile(r"ACORN\.LAB 2 @ 101\.00 +\d\d:\d\d:\d\d +auction \(uncross\)")
+                await until(pilot, lambda: resumed.search(market()) is not None, "the resume's trade marked")
+                await until(pilot, lambda: "indicative" not in market(), "no indicative after the resume")
+                # The rest of the bid (4 at 101.00) rests in continuous trading: cancelled, for the next run.
+                await until(pilot, lambda: [(o.price, o.leaves_qty) for o in client.open_orders()]
+                            == [("101.00", 4)], "the bid's fill in the resume's auction")
                 (rest,) = client.open_orders()
                 await command(pilot, app, f"cancel {rest.clordid}")
                 await until(pilot, lambda: "(Canceled)" in pane_text(app, "#wire"), "the rest cancelled")
