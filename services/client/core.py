@@ -5,6 +5,14 @@ shared wire parser (``shared.fix.wire``, the names the page shows), applies Exec
 orders (``shared.fix.orders.LabOrders``, as the lab does) and W/X to the books
 (``shared.fix.mdbook.MdBooks``, as the page does), and keeps the fills and the tape. ``execute``
 carries out one parsed command and returns the lines to show. Nothing here draws anything.
+
+A subscription (``book SYMBOL``) also asks for a call's indicative uncross, with the MDEntryTypes the
+session's dictionary defines: Q (Auction clearing price, FIX 5.0 SP2) or else 4 (Opening price: the
+exchange sends 5 in a closing call), and A (Imbalance; FIX 4.2 has none). The book's lines show it
+during a call. The trades of an auction are 269=2 entries like any other: the tape marks as the
+auction's the trades of the message that takes the call's indicative price away (the exchange sends
+the uncross's trades and those deletes in one message, after the SecurityStatus of the new phase),
+at the price of its first trade (every auction trade is at the one uncross price).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from services.client.session import LOGGED_ON, LOGGED_OUT, ClientSession, Record
 from shared.clock import now_ns
 from shared.fix import orders as lab_orders
 from shared.fix.dictionary import Dictionary
-from shared.fix.mdbook import MdBooks
+from shared.fix.mdbook import CLEARING, IMBALANCE, OPENING, Indicative, MdBooks
 from shared.fix.wire import Node, ParsedMessage, WireGroup, field_text, line, parse
 from shared.schema import LabCommand, LabOrder
 
@@ -60,6 +68,7 @@ class Print:
     price: str
     qty: str
     ns: int
+    auction: bool = False  # a trade of the uncross that ended a call
 
 
 # An instrument's phase from a SecurityStatus (35=f): TradingSessionSubID (625) tells the calls apart
@@ -173,12 +182,16 @@ class Client:
 
     def _tape(self, p: ParsedMessage, ns: int) -> None:
         symbol = p.get(55) or ""
+        uncross: dict[str, str] = {}  # symbol -> the price of its auction's trades in this message
         for node in p.tree:
             if isinstance(node, WireGroup) and node.count.tag == 268:
                 for entry in node.entries:
                     e = _flat(entry)
                     if e.get(269) == "2":
-                        self.tape.append(Print(e.get(55, symbol), e.get(270, ""), e.get(271, ""), ns))
+                        sym, px = e.get(55, symbol), e.get(270, "")
+                        if sym in self.books.ended:
+                            uncross.setdefault(sym, px)
+                        self.tape.append(Print(sym, px, e.get(271, ""), ns, uncross.get(sym) == px))
 
     # ------------------------------------------------------------------ views
 
@@ -190,10 +203,13 @@ class Client:
         with self._lock:
             view = self.books.view(symbol)
             phase = self.phases.get(symbol)
+            call = self.books.indicative(symbol)
         said = f" [{phase.label}{': ' + phase.text if phase.text else ''}]" if phase else ""
         if not view["subscribed"]:
             return [f"{symbol}{said}: not subscribed (book {symbol})"]
         out = [f"{symbol}{said}   bid qty (orders)     |  ask qty (orders)"]
+        if call is not None:
+            out.append(indicative_line(call))
         bids, asks = view["bids"][:depth], view["asks"][:depth]
         for i in range(max(len(bids), len(asks), 1)):
             b = f"{bids[i][1]:>6} ({bids[i][2]}) {bids[i][0]:>9}" if i < len(bids) else " " * 20
@@ -320,12 +336,18 @@ class Client:
                 return _pair(o.status(LabCommand("", "status", orig_clordid=self.resolve(cmd.ref))))
             if cmd.verb == "book":
                 lc = LabCommand("", "md_subscribe", symbol=cmd.symbol, value=str(cmd.n))
-                return _pair(o.md_subscribe(lc))
+                return _pair(o.md_subscribe(lc, self.indicative_types()))
             if cmd.verb == "unbook":
                 return _pair(o.md_unsubscribe(LabCommand("", "md_unsubscribe", symbol=cmd.symbol)))
         except lab_orders.CommandError as exc:
             raise CommandError(str(exc)) from None
         raise CommandError(f"unknown command {cmd.verb!r}")
+
+    def indicative_types(self) -> tuple[str, ...]:
+        """The MDEntryTypes of a call's indicative uncross this session's dictionary defines: the
+        price (Q where defined, else 4) and the imbalance (A), which FIX 4.2 lacks."""
+        price = CLEARING if self.dictionary.meaning(269, CLEARING) else OPENING
+        return (price, IMBALANCE) if self.dictionary.meaning(269, IMBALANCE) else (price,)
 
     def describe(self, cmd: Command) -> str:
         """What a sent order command was, for the prompt's echo."""
@@ -343,6 +365,17 @@ class Client:
     def lost(self) -> bool:
         """The session ended without the user asking (the exchange logged it out, the connection fell)."""
         return self.session.status == LOGGED_OUT and not self.asked_to_end
+
+
+def indicative_line(call: Indicative) -> str:
+    """A book's line during a call: the uncross it would give now."""
+    auction = f" ({call.auction} auction)" if call.auction else ""
+    line = f"  indicative{auction}: {call.price} for {call.volume}"
+    if call.imbalance is None:  # FIX 4.2: no Imbalance entries
+        return line
+    if not call.imbalance:
+        return line + ", balanced"
+    return line + f", imbalance {call.imbalance}" + (f" more {call.more}" if call.more else "")
 
 
 def _pair(msg: tuple[str, lab_orders.Fields]) -> tuple[str, list[tuple[int, object]]]:

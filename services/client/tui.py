@@ -264,7 +264,8 @@ class ClientApp(App[int]):
         if tape:
             market.append("tape:")
             market += [f"  {t.symbol} {t.qty} @ {t.price}  "
-                       f"{time.strftime('%H:%M:%S', time.gmtime(t.ns // 10**9))}" for t in reversed(tape)]
+                       f"{time.strftime('%H:%M:%S', time.gmtime(t.ns // 10**9))}"
+                       + ("  auction (uncross)" if t.auction else "") for t in reversed(tape)]
         self._show("#market", "\n".join(market) or "no subscription: type book ACORN.LAB")
 
     def _show(self, selector: str, text: str) -> None:

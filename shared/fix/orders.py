@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -250,9 +251,10 @@ class LabOrders:
                          (60, transact_time(ts_ns))]
         return "q", [(11, clordid), (530, str(MASS_CANCEL_ALL)), (60, transact_time(ts_ns))]
 
-    def md_subscribe(self, cmd: LabCommand) -> tuple[str, Fields]:
+    def md_subscribe(self, cmd: LabCommand, more_types: Sequence[str] = ()) -> tuple[str, Fields]:
         """MsgType and fields of a MarketDataRequest (35=V) subscribing to one symbol's book and trades:
-        snapshot + updates (263=1), incremental refresh (265=1), bids, offers and trades."""
+        snapshot + updates (263=1), incremental refresh (265=1), bids, offers and trades, and the
+        MDEntryTypes ``more_types`` (the terminal client's: a call's indicative entries)."""
         symbol = _text("symbol", cmd.symbol)
         if symbol in self.subscriptions:
             raise CommandError(f"already subscribed to {symbol} (MDReqID {self.subscriptions[symbol]})")
@@ -262,8 +264,9 @@ class LabOrders:
         self._n += 1
         req_id = f"{self.prefix}md{self._n}"
         self.subscriptions[symbol] = req_id
+        types = (*MD_ENTRY_TYPES, *(t for t in more_types if t not in MD_ENTRY_TYPES))
         return "V", [(262, req_id), (263, "1"), (264, str(int(depth))), (265, "1"),
-                     (267, [[(269, t)] for t in MD_ENTRY_TYPES]), (146, [[(55, symbol)]])]
+                     (267, [[(269, t)] for t in types]), (146, [[(55, symbol)]])]
 
     def md_unsubscribe(self, cmd: LabCommand) -> tuple[str, Fields]:
         """MsgType and fields of a MarketDataRequest (35=V, 263=2) ending a symbol's subscription."""

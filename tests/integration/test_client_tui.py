@@ -56,8 +56,9 @@ async def until(pilot: Pilot[int], check: Callable[[], bool], what: str, timeout
     while not check():
         if time.monotonic() > deadline:
             app = pilot.app
+            assert isinstance(app, ClientApp)
             raise AssertionError(f"{what} not seen in {timeout} s; wire: {pane_text(app, '#wire')[-1500:]}; "
-                                 f"answers: {pane_text(app, '#out')[-500:]}")  # type: ignore[arg-type]
+                                 f"answers: {pane_text(app, '#out')[-500:]}")
         await pilot.pause(0.05)
 
 
@@ -168,3 +169,112 @@ def test_the_book_panel_shows_the_phase_the_operator_sets(stack: Stack,
         asyncio.run(drive())
     finally:
         client.session.stop()
+
+
+# Per version: the TUI's CompID, the trader's, how the book panel names the opening call.
+CALL_VERSIONS = {
+    "4.4": ("CLIENT14", "CLIENT13", "Pre-open call"),
+    "4.2": ("CLIENT42-07", "CLIENT15", "Call"),  # FIX 4.2: no 625, 326=5 for any call
+    "5.0SP2": ("CLIENT50-07", "CLIENT16", "Pre-open call"),
+}
+# What each version's panel shows of the call's uncross (101.00: 4 execute, 6 more buyers).
+CALL_SHOWN = {
+    "4.4": "indicative (opening auction): 101.00 for 4, imbalance 6 more buyers",
+    "4.2": "indicative (opening auction): 101.00 for 4",  # FIX 4.2 has no Imbalance (269=A)
+    "5.0SP2": "indicative (opening auction): 101.00 for 4, imbalance 6 more buyers",
+}
+
+# A halt's re-opening auction (101.00: 2 execute, 4 more buyers); FIX 4.2's 4 (no 625) says opening.
+HALT_SHOWN = {
+    "4.4": "indicative (re-opening auction): 101.00 for 2, imbalance 4 more buyers",
+    "4.2": "indicative (opening auction): 101.00 for 2",
+    "5.0SP2": "indicative (re-opening auction): 101.00 for 2, imbalance 4 more buyers",
+}
+
+
+@pytest.mark.parametrize("name", ["4.4", "4.2", "5.0SP2"])
+def test_the_book_panel_shows_the_calls_indicative_and_the_tape_its_auction_trade(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Issue 31: in ACORN.LAB's opening call (``fixlab admin phase``) a bid of 10 at 101.00 (from the
+    TUI's prompt) and an offer of 4 at 100.00 (another session) cross; the book panel shows the
+    indicative uncross from the session's own market data (its version's entries), and at the open
+    the tape marks the uncross's trade as the auction's; after it the panel shows no indicative.
+    Then a halt (``fixlab admin halt``), an offer of 2 at 101.00, and the resume's auction likewise."""
+    import io
+    import re
+
+    from services.admin.__main__ import main as admin_main
+    from services.client.commands import parse
+    from shared.fix.versions import version
+
+    def admin(*argv: str) -> int:
+        out = io.StringIO()
+        return admin_main(["--url", stack.redis_url, "--timeout", "10", *argv], out=out, err=out)
+
+    monkeypatch.setenv("FIXLAB_OPERATOR_TOKEN", "a-test-operator-token-0123456789")
+    comp, trader_comp, call_label = CALL_VERSIONS[name]
+    v = version(name)
+    session = ClientSession(comp, port=stack.fix_port, begin=v.begin_string)
+    client = Client(session, dictionary.load_version(v.name), prefix="TI-")
+    session.on_record = client.on_record
+    trader = logged_on_client(stack, trader_comp)
+    in_call = False
+    try:
+        session.start()
+        session.wait_logon(10)
+        app = ClientApp(client)
+
+        def market() -> str:
+            return str(app.query_one("#market", Static).render())
+
+        async def drive() -> None:
+            nonlocal in_call
+            async with app.run_test(size=(220, 60)) as pilot:
+                await command(pilot, app, "book ACORN.LAB")
+                await until(pilot, lambda: "ACORN.LAB [Continuous" in market(), "the phase in the book panel")
+                assert "indicative" not in market()
+                in_call = True
+                assert admin("phase", "ACORN.LAB", "pre_open") == 0
+                await until(pilot, lambda: f"ACORN.LAB [{call_label}" in market(), "the opening call")
+                await command(pilot, app, "buy ACORN.LAB 101.00 10")
+                sell = parse("sell ACORN.LAB 100.00 4")
+                assert sell is not None
+                trader.execute(sell)
+                await until(pilot, lambda: CALL_SHOWN[name] in market(), "the indicative in the panel")
+                assert "tape:" not in market()  # nothing trades in a call
+                assert admin("phase", "ACORN.LAB", "continuous") == 0
+                in_call = False
+                auction = re.compile(r"ACORN\.LAB 4 @ 101\.00 +\d\d:\d\d:\d\d +auction \(uncross\)")
+                await until(pilot, lambda: auction.search(market()) is not None, "the auction trade marked")
+                await until(pilot, lambda: "indicative" not in market() and "[Continuous" in market(),
+                            "no indicative after the open")
+                await until(pilot, lambda: [(o.price, o.leaves_qty) for o in client.open_orders()]
+                            == [("101.00", 6)], "the bid's fill in the auction")
+                # A halt, an offer of 2 at 101.00 against the rest of the bid, the resume's auction.
+                in_call = True
+                assert admin("halt", "ACORN.LAB", "news") == 0
+                await until(pilot, lambda: "ACORN.LAB [Halted" in market(), "the halt")  # 4.2: no Text
+                more = parse("sell ACORN.LAB 101.00 2")
+                assert more is not None
+                trader.execute(more)
+                await until(pilot, lambda: HALT_SHOWN[name] in market(), "the resume's indicative")
+                assert admin("resume", "ACORN.LAB") == 0
+                in_call = False
+                resumed = re.compile(r"ACORN\.LAB 2 @ 101\.00 +\d\d:\d\d:\d\d +auction \(uncross\)")
+                await until(pilot, lambda: resumed.search(market()) is not None, "the resume's trade marked")
+                await until(pilot, lambda: "indicative" not in market(), "no indicative after the resume")
+                # The rest of the bid (4 at 101.00) rests in continuous trading: cancelled, for the next run.
+                await until(pilot, lambda: [(o.price, o.leaves_qty) for o in client.open_orders()]
+                            == [("101.00", 4)], "the bid's fill in the resume's auction")
+                (rest,) = client.open_orders()
+                await command(pilot, app, f"cancel {rest.clordid}")
+                await until(pilot, lambda: "(Canceled)" in pane_text(app, "#wire"), "the rest cancelled")
+                await command(pilot, app, "quit")
+            assert app.return_value == 0
+
+        asyncio.run(drive())
+    finally:
+        if in_call:
+            admin("phase", "ACORN.LAB", "continuous")  # leave the instrument as the other tests expect
+        session.stop()
+        trader.session.stop()
