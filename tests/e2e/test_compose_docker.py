@@ -28,8 +28,10 @@ from typing import Any
 
 import pytest
 
+from shared import credentials
 from shared.redis_server import free_port
 from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS
+from tests.gateway_stack import FixClient
 from tests.helpers import eventually
 from tools import compose as tool
 
@@ -97,7 +99,7 @@ def one_at_a_time() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def stack(one_at_a_time: None) -> Iterator[Stack]:
+def stack(one_at_a_time: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         started = tool.start_engine()
     except SystemExit as e:
@@ -105,9 +107,12 @@ def stack(one_at_a_time: None) -> Iterator[Stack]:
     try:
         images = tool.base_images()
         tool.build(images)
+        creds = tmp_path_factory.mktemp("creds") / "credentials"
+        credentials.set_password(creds, PASSWORD_COMP, PASSWORD)
+        creds.chmod(0o644)  # the container's user (fixlab, uid 10001) reads it through the mount
         st = Stack(env={**os.environ, **images, "FIXLAB_FIX_PORT": str(free_port()),
                         "FIXLAB_WEB_PORT": str(free_port()), "FIXLAB_FIX_TLS_PORT": str(free_port()),
-                        "FIXLAB_BIND": "127.0.0.1"},
+                        "FIXLAB_BIND": "127.0.0.1", "FIXLAB_CREDENTIALS_FILE": str(creds)},
                    project=f"fixlabe2e{os.getpid()}", fix_port=0, web_port=0)
         st.fix_port, st.web_port = int(st.env["FIXLAB_FIX_PORT"]), int(st.env["FIXLAB_WEB_PORT"])
         st.tls_port = int(st.env["FIXLAB_FIX_TLS_PORT"])
@@ -128,6 +133,25 @@ def test_every_service_is_up_and_healthy(stack: Stack) -> None:
     ps = [json.loads(line) for line in stack.compose("ps", "--format", "json").stdout.splitlines() if line]
     assert {(p["Service"], p["State"], p["Health"]) for p in ps} == {
         (s, "running", "healthy") for s in ("redis", "matcher", "gateway", "web", "bots", "tls")}
+
+
+PASSWORD_COMP, PASSWORD = "CLIENT01", "compose-secret"  # in the credentials file the gateway mounts
+
+
+def password_client() -> Any:
+    """A strict stock client whose Logon carries Username (553) and Password (554)."""
+    import quickfix as fix
+
+    from tests.stock_client import StockClient
+
+    class PasswordClient(StockClient):
+        def toAdmin(self, msg: fix.Message, sid: fix.SessionID) -> None:
+            if msg.getHeader().getField(35) == "A":
+                msg.setField(fix.Username(PASSWORD_COMP))
+                msg.setField(fix.Password(PASSWORD))
+            super().toAdmin(msg, sid)
+
+    return PasswordClient()
 
 
 @contextlib.contextmanager
@@ -153,7 +177,7 @@ def test_a_stock_client_trades_through_the_published_port_and_the_page_shows_it(
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", stack.fix_port)) != 0
     with tls_tunnel(stack, tmp_path) as tunnel, \
-            stock_sessions(tmp_path, tunnel.port, ["CLIENT01"]) as (seller,), \
+            stock_sessions(tmp_path, tunnel.port, [PASSWORD_COMP], app=password_client) as (seller,), \
             stock_sessions(tmp_path, tunnel.port, ["CLIENT02"]) as (buyer,):
         seller.send("D", nos("s1", 2, QTY, PRICE))
         seller.client.wait("8", lambda m: m.get(11) == "s1" and m.get(150) == "0", timeout_s=20)
@@ -162,6 +186,13 @@ def test_a_stock_client_trades_through_the_published_port_and_the_page_shows_it(
             fill = client.wait("8", lambda m, c=clordid: m.get(11) == c and m.get(150) == "F", timeout_s=20)
             assert (fill[31], fill[32], fill[39]) == (PRICE, str(QTY), "2")
         assert seller.client.session_rejects() == buyer.client.session_rejects() == []
+    # The same CompID without its password is turned away with a Logout, through the same port.
+    with tls_tunnel(stack, tmp_path) as tunnel, \
+            FixClient(tunnel.port, PASSWORD_COMP, logon=False) as stranger:
+        stranger.send("A", [(98, 0), (108, 30), (141, "Y")])
+        logout = stranger.expect("5")
+        assert not any(m.get(35) == "A" for m in stranger.received), stranger.received
+        assert logout.get(58), logout
 
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (make browser installs it): the tape is unchecked")
