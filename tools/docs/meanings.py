@@ -16,6 +16,7 @@ MEANINGS: dict[str, str] = {
     "FIXLAB_BOT_HEARTBEAT": "HeartBtInt of the bots' sessions, seconds",
     "FIXLAB_BOT_LEVELS": "price levels each bot quotes a side",
     "FIXLAB_BOT_ORDERS_PER_S": "orders a second each bot sends",
+    "FIXLAB_CERTIFY_LISTEN": "where the page's certification runs listen; beyond loopback each run has a one-time password",
     "FIXLAB_CERTIFY_LOGON_TIMEOUT": "seconds a certification run started on the page waits for the client's Logon",
     "FIXLAB_CERTIFY_MAX_SECONDS": "a certification run started on the page still alive this long is killed",
     "FIXLAB_CERTIFY_PORTS": "loopback ports the page's certification runs listen on (`A-B` or `A,B,C`)",
