@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
             item._id = coerce_node_id(suffixed)
         else:
-            item._nodeid = suffixed
+            setattr(item, "_nodeid", suffixed)  # noqa: B010 (not declared on Item)
 
 
 def _docker_redis_image() -> bool:
