@@ -41,7 +41,8 @@ browser:
 	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 # Docker: Debian's docker.io and debootstrap, the Compose v2 plugin (tools/compose.py). `make test`
-# asks for it so that tests/e2e/test_compose_docker.py can run; without it that test skips.
+# asks for it only with FIXLAB_DOCKER_TESTS=1 (.ci/run sets it), which also lets
+# tests/e2e/test_compose_docker.py run; without it that test skips and says how to enable it.
 docker-engine:
 	@$(PY) -m tools.compose install || echo "make: no Docker engine here: tests/e2e/test_compose_docker.py will skip"
 
@@ -64,11 +65,16 @@ run: install
 run-cluster: install
 	@$(BIN)/python -m services --cluster
 
-test: install browser docker-engine lint
-	@$(BIN)/python -m pytest
+# Two pytest workers (pytest-xdist): each module stays on one worker, the heavy modules marked
+# xdist_group("serial") run one after another (tests/conftest.py, docs/tests.md).
+PYTEST_WORKERS ?= 2
+test: install browser lint
+	@if [ "$${FIXLAB_DOCKER_TESTS:-0}" = 1 ]; then $(MAKE) --no-print-directory docker-engine; fi
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
+# Everything that starts no stack: the unit tests, on two workers (docs/tests.md).
 test-fast: install
-	@$(BIN)/python -m pytest tests/unit
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup tests/unit
 
 bench: install
 	@$(BIN)/python -m services.bench.suite

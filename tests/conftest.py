@@ -21,6 +21,39 @@ TEST_OUTPUT = ROOT / "test-output"
 REDIS_IMAGE = "redis:7.0"
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (``make test``), keep each module on one worker.
+
+    A test with no ``xdist_group`` of its own joins its module's group, so a module-scoped stack
+    starts once, not once per worker. Modules marked ``xdist_group("serial")`` (benchmarks run as
+    tests, chaos, slow consumers, browsers, clusters, Docker) form one group, run one after another
+    on one worker, beside the other worker's modules."""
+    if getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each test the ``@group`` suffix that ``--dist loadgroup`` schedules by.
+
+    pytest-xdist 3.8's own hook writes it to ``item._nodeid``, which pytest 9.2 no longer reads (a
+    node's id is ``item._id`` there): without this every module was split across both workers."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if "@" in item.nodeid.rpartition("]")[2]:
+            continue  # an xdist whose own hook worked
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        suffixed = f"{item.nodeid}@{'_'.join(groups)}"
+        if hasattr(item, "_id"):  # pytest >= 9.2
+            from _pytest.nodeid import coerce_node_id
+
+            item._id = coerce_node_id(suffixed)
+        else:
+            setattr(item, "_nodeid", suffixed)  # noqa: B010 (not declared on Item)
+
+
 def _docker_redis_image() -> bool:
     """Whether a Docker engine runs here and already holds ``REDIS_IMAGE``.
 

@@ -27,7 +27,7 @@ from shared.redis_server import free_port
 from shared.schema import Accepted, decode_batch
 from tests.e2e.runner_process import Runner, runner, two_free_ports
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]
 
 SHARDS = {"ACORN.LAB": "a", "BIRCH.LAB": "b"}
 SESSIONS, WINDOW, ORDERS, WARMUP = 8, 8, 4000, 20

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.chaos.faults import Options, run_case
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("faults")]
 
 # Every fault but redis-everysec (tests/integration/test_redis_server.py covers that policy).
 FAULTS = ["matcher", "gateway-file", "gateway-memory", "publisher", "redis", "web", "slow", "machine",

@@ -33,7 +33,7 @@ from tests.helpers import eventually
 from tests.integration.test_cluster_failover import cut_off, fail_over, owner_and_replica, rejoin
 from tests.stock_client import StockSession, stock_sessions
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.xdist_group("faults"), pytest.mark.e2e, pytest.mark.timeout(400)]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

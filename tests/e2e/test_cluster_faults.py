@@ -47,7 +47,7 @@ from tests.e2e.runner_process import Runner, alive, runner
 from tests.helpers import eventually
 from tests.stock_client import raw
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.xdist_group("faults"), pytest.mark.e2e, pytest.mark.timeout(600)]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

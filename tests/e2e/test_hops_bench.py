@@ -17,7 +17,7 @@ import pytest
 from benchmarks.hops import HOPS
 from services.bench.procs import base_env
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]
 ROOT = Path(__file__).resolve().parents[2]
 
 

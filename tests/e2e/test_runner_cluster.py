@@ -22,7 +22,7 @@ from shared.redis_server import free_port
 from tests.e2e.runner_process import alive, runner, two_free_ports
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("faults")]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

@@ -29,6 +29,7 @@ from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_availab
 from tests.helpers import eventually
 
 pytestmark = [
+    pytest.mark.xdist_group("faults"),
     pytest.mark.e2e,
     pytest.mark.skipif(not matcher_available(), reason="services.matcher is not in this checkout"),
 ]

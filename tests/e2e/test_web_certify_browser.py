@@ -15,7 +15,7 @@ import pytest
 from shared.redis_server import free_port
 from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, ROOT, web_process
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.xdist_group("serial"), pytest.mark.e2e, pytest.mark.timeout(180)]
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)

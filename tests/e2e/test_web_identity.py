@@ -21,7 +21,7 @@ from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, WebProcess, web_process
 from tests.gateway_stack import gateway_stack, matcher_available
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]
 
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:

@@ -20,7 +20,7 @@ from shared.schema import LabOrder, LabStart, LabState, WireRecord, decode_batch
 from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, web_process
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]
 
 XSS = "<img src=x onerror=alert(1)>"
 

@@ -29,7 +29,7 @@ from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS
 from tests.gateway_stack import FixClient, Stack, gateway_stack, matcher_available, order, stop_process
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

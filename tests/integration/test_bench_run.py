@@ -16,7 +16,7 @@ from services.bench.procs import Baseline, base_env
 from shared import streams
 from shared.redis_server import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("serial")]
 
 
 def bench(*args: str, env: dict[str, str] | None = None,

@@ -16,6 +16,7 @@ from tests.gateway_stack import gateway_stack, matcher_available
 from tests.helpers import eventually
 
 pytestmark = [
+    pytest.mark.xdist_group("serial"),
     pytest.mark.integration,
     pytest.mark.skipif(not matcher_available(), reason="services.matcher is not in this checkout"),
 ]

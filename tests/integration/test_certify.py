@@ -21,7 +21,7 @@ from shared.redis_server import free_port
 from tests.gateway_stack import ROOT
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.xdist_group("serial"), pytest.mark.integration, pytest.mark.timeout(240)]
 
 SESSION = ["test-request", "resend-request", "seq-too-high", "gap-fill", "reset"]
 ORDERS = ["partial-fill", "unsolicited-cancel", "order-rejected", "replace-accepted", "replace-rejected",

@@ -37,7 +37,7 @@ from shared.replication import NodePin
 from shared.schema import Refused, decode_batch, encode_batch
 from tests.helpers import eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.xdist_group("faults"), pytest.mark.integration, pytest.mark.timeout(120)]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

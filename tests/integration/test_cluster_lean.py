@@ -32,7 +32,7 @@ from tests.helpers import eventually
 
 log = logging.getLogger(__name__)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("faults")]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

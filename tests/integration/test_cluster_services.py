@@ -30,7 +30,7 @@ from shared.redis_cluster import LocalCluster
 from shared.schema import Accepted, LabStart, NewOrder, Refused, SessionEnded, decode_wire_batch
 from tests.helpers import eventually
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("faults")]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.engine_floor import VARIANTS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("serial")]
 
 
 def test_intake_bench_puts_every_order_on_the_bus_once_and_measures_each_engine_variant(

@@ -15,6 +15,7 @@ from services.bench.procs import base_env
 from tests.gateway_stack import matcher_available
 
 pytestmark = [
+    pytest.mark.xdist_group("serial"),
     pytest.mark.integration,
     pytest.mark.skipif(not matcher_available(), reason="services.matcher is not in this checkout"),
 ]

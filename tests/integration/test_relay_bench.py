@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.relay import measure
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("serial")]
 
 
 def test_the_relay_measures_both_clients_and_names_the_faster_as_the_floor() -> None:

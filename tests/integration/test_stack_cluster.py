@@ -43,7 +43,7 @@ from tests.helpers import eventually
 from tests.integration.test_gateway_marketdata import send_v, v
 from tests.stock_client import stock_sessions
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.xdist_group("faults"), pytest.mark.integration, pytest.mark.timeout(300)]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

@@ -17,7 +17,7 @@ from shared.redis_cluster import LocalCluster, connect_any, is_cluster_url
 from shared.schema import NewOrder
 from shared.streams.__main__ import run
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("faults")]
 
 if shutil.which("redis-cli") is None or shutil.which("redis-server") is None:
     pytest.skip("redis-server and redis-cli are needed to build a cluster", allow_module_level=True)

@@ -96,7 +96,7 @@ def test_a_parse_that_skips_deeper_levels_is_caught() -> None:
 
 @needs_fixtures
 def test_a_short_run_writes_the_tables(tmp_path: Path) -> None:
-    assert main(["--samples", "1000", "--warmup", "10", "--adapter", "FIX Lab", "--out", str(tmp_path)]) == 0
+    assert main(["--samples", "200", "--warmup", "10", "--adapter", "FIX Lab", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "codec.json").read_text())
     assert {(r["message"], r["operation"]) for r in result["rows"]} == {
         (k, op) for k in "D8W" for op in ("encode", "checked parse", "parse + extract")}
