@@ -21,7 +21,7 @@ import pytest
 from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS
 from tests.gateway_stack import ROOT
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]  # a browser: one at a time
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)

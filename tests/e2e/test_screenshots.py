@@ -14,7 +14,7 @@ import pytest
 from tests.gateway_stack import ROOT
 from tools import screenshots
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]  # a browser: one at a time
 
 if not Path(screenshots.CHROMIUM).exists() and shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)

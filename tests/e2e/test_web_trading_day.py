@@ -23,7 +23,7 @@ from shared.config import common_settings
 from tests.e2e.webstack import CHROMIUM, CHROMIUM_ARGS, WebProcess, web_process
 from tests.gateway_stack import Stack, gateway_stack, matcher_available
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("serial")]  # a browser: one at a time
 
 if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed (make browser installs it)", allow_module_level=True)
