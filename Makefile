@@ -68,7 +68,7 @@ run-cluster: install
 # Two pytest workers (pytest-xdist): each module stays on one worker, the heavy modules marked
 # xdist_group("serial") run one after another (tests/conftest.py, docs/tests.md).
 PYTEST_WORKERS ?= 2
-test: install browser lint
+test: install browser lint screenshots
 	@if [ "$${FIXLAB_DOCKER_TESTS:-0}" = 1 ]; then $(MAKE) --no-print-directory docker-engine; fi
 	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
@@ -90,6 +90,13 @@ bench: install
 	@# Issue 31: 10,000 resting orders in a call uncrossed in the engine (target < 50 ms), and continuous
 	@# trading's core figures against the commit before the call auctions came, in turns.
 	@$(BIN)/python -m benchmarks.uncross --baseline 9f49845 --rounds 10 --out benchmarks/results/uncross.json
+	@# ... and end to end: 10,000 call orders from one strict QuickFIX session, the SetPhase that opens
+	@# the book to the last of its reports at the client (target < 1 s).
+	@$(BIN)/python -m benchmarks.uncross --orders 10000 --repeat 3 --e2e --out benchmarks/results/uncross-e2e.json
+	@# Issue 34: the terminal client's start-up per FIX version, in turns (target < 2 s), and a session's
+	@# resident cost per version.
+	@$(BIN)/python -m benchmarks.client --runs 5 --startup-only --out benchmarks/results/client-startup.json
+	@$(BIN)/python -m benchmarks.session_memory --sessions 100 --out benchmarks/results/session-memory.json
 	@# 8x32 through the runner's stack: 1 shard / 2 shards on one redis-server / 2 shards on a
 	@# 3-master cluster, side by side, and the model of N shards (deploy/SCALING.md section 5).
 	@$(BIN)/python -m benchmarks.shards_stack
@@ -113,8 +120,9 @@ docs: install
 	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict -a 127.0.0.1:$(DOCS_PORT)
 
 # The README's and the site's screenshots, from a fresh stack of their own: the lab page in chromium
-# (Playwright) and the terminal client's full screen (Textual's SVG). tests/e2e/test_screenshots.py
-# takes them the same way into a temporary folder; this target rewrites the committed ones.
+# (Playwright) and the terminal client's full screen (Textual's SVG). `make test` retakes them, so the
+# committed pictures are those of the last tested tree (commit them with the change that moved them);
+# tests/e2e/test_screenshots.py checks what the tool draws, in a temporary folder.
 screenshots: install browser
 	@$(BIN)/python -m tools.screenshots --out docs/images
 

@@ -57,3 +57,4 @@ def test_the_readme_and_the_site_show_the_screenshots_make_screenshots_takes() -
         assert (course.ROOT / "docs" / "images" / name).is_file(), name
         assert f"(docs/images/{name})" in readme and f"(images/{name})" in index, name
     assert "python -m tools.screenshots --out docs/images" in makefile
+    assert re.search(r"^test: .*\bscreenshots\b", makefile, re.MULTILINE)
