@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         module = SUBCOMMANDS[args[0]][0]
         saved = sys.argv
         sys.argv = [f"fixlab {args[0]}", *args[1:]]
+        # A module imported already (a test, a tool that read its names) would be run again beside
+        # its imported copy, which runpy warns of: run it afresh.
+        sys.modules.pop(module, None)
+        sys.modules.pop(f"{module}.__main__", None)  # a package runs its __main__
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as exc:

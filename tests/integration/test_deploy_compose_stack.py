@@ -72,6 +72,12 @@ class Stack:
         env["FIXLAB_RUN_DIR"] = str(self.run_dir / name)
         if "FIXLAB_FIX_TLS_HOST" in env:  # the container's 0.0.0.0 is this machine's: loopback here
             env["FIXLAB_FIX_TLS_HOST"] = "127.0.0.1"
+        # A file the service mounts (the gateway's credentials): the host's path stands for the
+        # container's wherever a variable names it.
+        for volume in self.lab[name].get("volumes", []):
+            if isinstance(volume, str) and volume.count(":") >= 1 and volume.startswith("/"):
+                host, container = volume.split(":")[:2]
+                env.update({k: host for k, v in env.items() if v == container})
         return env
 
     def healthy(self, name: str) -> bool:
