@@ -17,20 +17,11 @@ import pytest
 from shared.redis_server import free_port
 from tests.e2e.runner_process import Runner, runner
 from tests.gateway_stack import ROOT
+from tools.course import stack_env
 
 pytestmark = pytest.mark.e2e
 
 SCENARIOS = ROOT / "scenarios"
-
-
-def stack_env() -> dict[str, str]:
-    """scenarios/stack.env: KEY=VALUE lines; a path the runner reads is made absolute."""
-    env = {}
-    for line in (SCENARIOS / "stack.env").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            env[key] = str(ROOT / value) if key == "FIXLAB_FIX_SESSIONS_FILE" else value
-    return env
 
 
 @dataclass
