@@ -66,11 +66,12 @@ run-cluster: install
 	@$(BIN)/python -m services --cluster
 
 # Two pytest workers (pytest-xdist): each module stays on one worker, the heavy modules marked
-# xdist_group("serial") run one after another (tests/conftest.py, docs/tests.md).
+# xdist_group("serial") run one after another (tests/conftest.py, docs/tests.md). The 25 slowest
+# tests are printed; every test's time is in .run/pytest.xml (tools/test_times.py sums it per lane).
 PYTEST_WORKERS ?= 2
 test: install browser lint screenshots
 	@if [ "$${FIXLAB_DOCKER_TESTS:-0}" = 1 ]; then $(MAKE) --no-print-directory docker-engine; fi
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	@mkdir -p .run && $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 --junitxml=.run/pytest.xml
 
 # Everything that starts no stack: the unit tests, on two workers (docs/tests.md).
 test-fast: install

@@ -193,7 +193,7 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
     clients = [acorn, birch]
     # Resting orders in both books, and shard a past a snapshot of its own with room before its next
     # one: a restart now must replay what it applied since (and nothing can snapshot it away between
-    # this check and the kill: that takes SNAPSHOT_EVERY / 2 more commands).
+    # this check and the kill: ACORN.LAB's flow is paused for it; BIRCH.LAB's runs on, on shard b).
     eventually(lambda: len(_resting_acknowledged(acorn)) >= 4 and len(_resting_acknowledged(birch)) >= 4,
                timeout=120, what="resting orders acknowledged on both books")
 
@@ -212,7 +212,22 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
             return True
         return False
 
-    eventually(past_a_snapshot, timeout=180, interval=0.005,
+    def quiet_past_a_snapshot() -> bool:
+        """past_a_snapshot with ACORN.LAB's flow paused and every order of it answered, so nothing
+        can move shard a to its next snapshot before the kill. (With the flow on, the few commands of
+        room ran out between the check and the kill on a loaded machine: shard a snapshotted again
+        and the restart had nothing to replay.)"""
+        if not past_a_snapshot():
+            return False
+        acorn.send(False)
+        eventually(lambda: all(not d.outstanding for d in acorn.drivers.values()), timeout=60,
+                   what="every ACORN.LAB order answered")
+        if past_a_snapshot():
+            return True
+        acorn.send(True)
+        return False
+
+    eventually(quiet_past_a_snapshot, timeout=180, interval=0.005,
                what="shard a past a snapshot, with resting orders in it and after it")
     pid = run.started_pids()["matcher-a"][-1]
     pid_b = run.started_pids()["matcher-b"][-1]
@@ -225,6 +240,7 @@ def _the_fault_and_what_it_left(run: Runner, rc: RedisCluster, env: Mapping[str,
     mark(acorn)
     mark(birch)
     marks = {d.tag: d.mark or 0 for c in clients for d in c.drivers.values()}
+    acorn.send(True)  # ACORN.LAB orders sent from now on wait for the new matcher
 
     def after_kill(clordid: str) -> bool:
         tag, _, number = clordid.rpartition("-")
