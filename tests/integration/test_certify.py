@@ -189,13 +189,14 @@ expect C 35=5
 """
 
 
-def _logon_bytes(comp: str, password: str) -> bytes:
+def _logon_bytes(comp: str, password: str | None, begin: str = "FIX.4.4",
+                 extra: tuple[tuple[int, str], ...] = ()) -> bytes:
     soh = b"\x01"
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
     body = soh.join(f"{t}={v}".encode() for t, v in [
         (35, "A"), (34, 1), (49, comp), (52, stamp), (56, "FIXLAB"), (98, 0), (108, 30), (141, "Y"),
-        (554, password)]) + soh
-    head = b"8=FIX.4.4" + soh + b"9=%d" % len(body) + soh
+        *([(554, password)] if password is not None else []), *extra]) + soh
+    head = b"8=" + begin.encode() + soh + b"9=%d" % len(body) + soh
     return head + body + b"10=%03d" % (sum(head + body) % 256) + soh
 
 
@@ -253,3 +254,28 @@ def test_a_run_beyond_loopback_takes_only_its_one_time_password_and_names_its_sc
                 p.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(10)
+
+
+def test_a_fixt_run_refuses_a_logon_of_another_appl_ver_id(tmp_path: Path) -> None:
+    # QuickFIX's FIXT acceptor takes any DefaultApplVerID; the run speaks FIX 5.0 SP2 (1137=9) only,
+    # as the gateway does.
+    port = free_port()
+    out = tmp_path / "certify.out"
+    with out.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "services.client.certify", "--comp", "CERT08", "--port", str(port),
+             "--fix-version", "5.0SP2", "--json", str(tmp_path / "r.json"), "--logon-timeout", "3"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        eventually(lambda: b"point your client" in out.read_bytes(), timeout=30, what="certify listening")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(_logon_bytes("CERT08", None, "FIXT.1.1", ((1137, "7"),)))
+            got = _read_until_closed(s)
+        assert b"\x0135=5\x01" in got and b"\x0135=A\x01" not in got
+        assert (b"58=Rejected Logon Attempt: certification: DefaultApplVerID 1137=7: this run speaks "
+                b"FIX.5.0SP2, 1137=9\x01") in got
+        assert proc.wait(timeout=60) == 3  # nobody logged on
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -11,7 +11,7 @@ a client on another machine: the run then has a one-time password, printed (or r
 first line with ``--password-stdin``), that the client's Logon must carry in Password (554), or in
 RawData (96) for FIX 4.2; a Logon without it gets a Logout saying so (58).
 Exit 0 when every check passed (skips allowed), 1 when one failed, 2 on bad input, 3 when the client
-never logged on.
+never logged on (a refused Logon is not one).
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.html).write_text(as_html(meta, outcomes))
     if not args.report and not args.json and not args.html:
         sys.stdout.write(as_markdown(meta, outcomes))
-    if not inbox.seen:
+    if not acceptor.logons:  # nobody logged on: a Logon refused (password, 1137) is not one
         return 3
     return 1 if any(o.status == FAIL for o in outcomes) else 0
 

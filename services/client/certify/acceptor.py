@@ -190,6 +190,11 @@ class CertAcceptor:
     def logged_on(self) -> bool:
         return self._app.logged_on
 
+    @property
+    def logons(self) -> int:
+        """How many Logons the engine took (a refused one is not one)."""
+        return self._app.logons
+
     def wait_logon(self, timeout_s: float) -> bool:
         with self._app.changed:
             return self._app.changed.wait_for(lambda: self._app.logged_on, timeout_s)
