@@ -1,10 +1,16 @@
-"""A FIX client to certify, as a process of its own: QuickFIX (Python) with default settings, following
+"""A FIX client to certify, as a process of its own: a stock QuickFIX (Python) client of its FIX version
+(``--fix-version`` 4.2, 4.4, 5.0SP2: FIXT.1.1 with DefaultApplVerID 9) with the stock dictionary the
+quickfix package installs for it and every validation switch on, following
 the certification script's instructions (News 35=B whose headline starts "order buy 100 SYM 10.00",
 "replace 50" or "cancel"). ``--broken`` gives it three defects, and only those: its Heartbeats drop
 TestReqID (112), so no TestRequest is answered; its second order reuses the first's ClOrdID; its
 cancel names the order's first ClOrdID in OrigClOrdID (41), not the one the replace gave it.
 
-    python -m tests.certify_client --comp CERT01 --port 9880 [--host H] [--password P] [--broken]
+    python -m tests.certify_client --comp CERT01 --port 9880 [--fix-version 4.2] [--host H] [--password P]
+                                   [--broken]
+
+FIX 4.2: its orders and replaces carry HandlInst (21), which FIX 4.2 requires, and a password goes in
+RawData (96, with RawDataLength 95), FIX 4.2 having no Password (554).
 
 It exits 0 once logged out (the certification ends with the exchange's Logout), 1 on a time-out.
 """
@@ -20,15 +26,21 @@ from datetime import UTC, datetime
 
 import quickfix as fix
 
-from shared.fix.dictionary import installed_dictionary
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, DEFAULT, FIX42, FixVersion, version
 
 SOH = "\x01"
 
 
-def settings(comp: str, port: int, host: str = "127.0.0.1") -> str:
+def settings(comp: str, port: int, host: str = "127.0.0.1", fix_version: FixVersion = DEFAULT) -> str:
+    v = fix_version
+    if v.fixt:
+        dictionaries = (f"TransportDataDictionary={v.transport_dictionary()}\n"
+                        f"AppDataDictionary={v.app_dictionary()}\nDefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
+    else:
+        dictionaries = f"DataDictionary={v.app_dictionary()}"
     return f"""[DEFAULT]
 ConnectionType=initiator
-BeginString=FIX.4.4
+BeginString={v.begin_string}
 SenderCompID={comp}
 TargetCompID=FIXLAB
 SocketConnectHost={host}
@@ -37,7 +49,12 @@ StartTime=00:00:00
 EndTime=00:00:00
 HeartBtInt=30
 ReconnectInterval=60
-DataDictionary={installed_dictionary()}
+UseDataDictionary=Y
+{dictionaries}
+ValidateUserDefinedFields=Y
+ValidateFieldsOutOfOrder=Y
+ValidateFieldsHaveValues=Y
+AllowUnknownMsgFields=N
 [SESSION]
 """
 
@@ -45,8 +62,9 @@ DataDictionary={installed_dictionary()}
 class Orders:
     """What a client does with the script's instructions, whatever its engine: pure."""
 
-    def __init__(self, broken: bool) -> None:
+    def __init__(self, broken: bool, handl_inst: bool = False) -> None:
         self.broken = broken
+        self.handl_inst = [(21, "1")] if handl_inst else []  # FIX 4.2 requires it in D and G
         self.ids = itertools.count(1)
         self.first = ""  # the first order's ClOrdID (the broken client reuses it)
         self.orders = 0
@@ -72,11 +90,11 @@ class Orders:
             self.origin = clordid
             self.order = {11: clordid, 55: symbol, 54: "1" if side == "buy" else "2", 38: qty, 40: "2",
                           44: price}
-            return "D", [*self.order.items(), (60, now())]
+            return "D", [*self.order.items(), *self.handl_inst, (60, now())]
         if words[:1] == ["replace"]:
             self.pending = self.clordid()
-            return "G", [(41, self.order[11]), (11, self.pending), (55, self.order[55]), (54, self.order[54]),
-                         (38, words[1]), (40, "2"), (44, self.order[44]), (60, now())]
+            return "G", [(41, self.order[11]), (11, self.pending), *self.handl_inst, (55, self.order[55]),
+                         (54, self.order[54]), (38, words[1]), (40, "2"), (44, self.order[44]), (60, now())]
         if words[:1] == ["cancel"]:
             orig = self.origin if self.broken else self.order[11]
             return "F", [(41, orig), (11, self.clordid()), (55, self.order[55]), (54, self.order[54]),
@@ -97,11 +115,12 @@ def fields_of(raw: str) -> dict[int, str]:
 
 
 class Client(fix.Application):
-    def __init__(self, broken: bool, password: str | None = None) -> None:
+    def __init__(self, broken: bool, password: str | None = None, fix_version: FixVersion = DEFAULT) -> None:
         super().__init__()
         self.broken = broken
         self.password = password
-        self.orders = Orders(broken)
+        self.version = fix_version
+        self.orders = Orders(broken, handl_inst=fix_version.begin_string == FIX42)
         self.done = threading.Event()
         self.sid: fix.SessionID | None = None
 
@@ -118,7 +137,9 @@ class Client(fix.Application):
             if self.broken and msg.getHeader().getField(35) == "0" and msg.isSetField(112):
                 msg.removeField(112)
             if self.password is not None and msg.getHeader().getField(35) == "A":
-                msg.setField(554, self.password)
+                if self.version.password_tag == 96:  # FIX 4.2: RawData, after its length
+                    msg.setField(95, str(len(self.password.encode())))
+                msg.setField(self.version.password_tag, self.password)
         except Exception as exc:  # an exception escaping a callback would end the process
             print(f"toAdmin: {exc!r}", file=sys.stderr)
 
@@ -135,7 +156,7 @@ class Client(fix.Application):
 
     def send(self, msg_type: str, fields: list[tuple[int, str]]) -> None:
         body = "".join(f"{t}={v}{SOH}" for t, v in [(35, msg_type), *fields])
-        msg = fix.Message(f"8=FIX.4.4{SOH}9=0{SOH}{body}10=000{SOH}", False)
+        msg = fix.Message(f"8={self.version.begin_string}{SOH}9=0{SOH}{body}10=000{SOH}", False)
         assert self.sid is not None
         fix.Session.sendToTarget(msg, self.sid)
 
@@ -150,12 +171,14 @@ def main() -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--broken", action="store_true")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--password", help="the run's one-time password (Password 554 in the Logon)")
+    p.add_argument("--password", help="the one-time password (Password 554 in the Logon; 4.2: RawData 96)")
+    p.add_argument("--fix-version", default=DEFAULT.name, help="4.2, 4.4 (default) or 5.0SP2")
     p.add_argument("--timeout", type=float, default=150.0)
     args = p.parse_args()
-    app = Client(args.broken, args.password)
+    v = version(args.fix_version)
+    app = Client(args.broken, args.password, v)
     s = fix.SessionSettings()
-    s.setFromString(settings(args.comp, args.port, args.host))
+    s.setFromString(settings(args.comp, args.port, args.host, v))
     initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), s)
     initiator.start()
     try:

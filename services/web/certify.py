@@ -3,12 +3,14 @@
 The web imports no other service (tests/unit/test_layers.py), so a run is the command a user would
 type, as a child process with a port and a CompID of its own; its stdout (where to connect, the
 script's instructions, each check's result) is kept for the page, and its JSON and HTML reports are
-read when it ends. One run per CompID, at most ``runs`` at once, each killed after ``max_s``.
+read when it ends. One run per CompID, at most ``runs`` at once, each killed after ``max_s``. A run
+is of the FIX version its start names (``?fix_version=4.2|4.4|5.0SP2``, default 4.4: the command's
+``--fix-version``).
 
 Runs listen on ``FIXLAB_CERTIFY_LISTEN`` (loopback by default). Beyond loopback each run has a
 one-time password, made here and handed to the command on its stdin (never an argument: the process
-list shows those), that the client's Logon must carry (554): it is in the start's answer only, for
-the one who pressed Start; the run's view, which anyone may read, never holds it.
+list shows those), that the client's Logon must carry (554; FIX 4.2: 96): it is in the start's
+answer only, for the one who pressed Start; the run's view, which anyone may read, never holds it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from fastapi.responses import FileResponse, JSONResponse
 
 from services.web.origin import origin_allowed
 from shared.config import ConfigError, env_float, env_int, env_str
+from shared.fix.versions import DEFAULT, VERSIONS, FixVersion, version
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,8 +112,10 @@ class Refused(Exception):
 
 class Run:
     def __init__(self, comp: str, port: int, folder: Path, proc: asyncio.subprocess.Process,
-                 host: str = "127.0.0.1", password: str | None = None) -> None:
+                 host: str = "127.0.0.1", password: str | None = None,
+                 fix_version: FixVersion = DEFAULT) -> None:
         self.comp, self.port, self.folder, self.proc = comp, port, folder, proc
+        self.version = fix_version
         self.host = host  # where the client connects, as the page says it
         self.password = password  # the one-time password; in the start's answer only (``started``)
         self.started = time.time()
@@ -131,7 +136,9 @@ class Run:
     def view(self, logon_timeout_s: float) -> dict[str, Any]:
         return {"comp_id": self.comp, "state": self.state, "host": self.host, "port": self.port,
                 "password_required": self.password is not None,
-                "target_comp_id": TARGET, "fix_version": "FIX.4.4", "started": round(self.started, 3),
+                "target_comp_id": TARGET, "fix_version": self.version.name,
+                "begin_string": self.version.begin_string, "password_field": self.version.password_field,
+                "started": round(self.started, 3),
                 "logon_timeout_s": logon_timeout_s, "exit_code": self.code, "lines": list(self.lines),
                 "message": self.message(logon_timeout_s), "report": self.report,
                 "report_html": f"/api/certify/{self.comp}/report.html" if self.html.exists() else None}
@@ -141,9 +148,10 @@ class Run:
         return {**self.view(logon_timeout_s), "password": self.password}
 
     def message(self, logon_timeout_s: float) -> str:
-        where = f"{self.host}:{self.port} as SenderCompID {self.comp}, TargetCompID {TARGET}, FIX.4.4"
+        where = (f"{self.host}:{self.port} as SenderCompID {self.comp}, TargetCompID {TARGET}, "
+                 f"{self.version.wire_name}")
         if self.password is not None:
-            where += ", with the run's one-time password in Password (554)"
+            where += f", with the run's one-time password in {self.version.password_field}"
         if self.state == STARTING:
             return f"Starting a certification acceptor on {where} ..."
         if self.state == WAITING:
@@ -176,6 +184,8 @@ class Certifications:
         return {"comps": [{"comp_id": c, "state": self.runs[c].state if c in self.runs else "free",
                            "busy": c in self.runs and self.runs[c].live} for c in COMPS],
                 "running": len(live), "runs": min(self.settings.runs, len(self.settings.ports)),
+                "fix_versions": [{"name": v.name, "wire": v.wire_name} for v in VERSIONS.values()],
+                "default_fix_version": DEFAULT.name,
                 "logon_timeout_s": self.settings.logon_timeout_s, "max_s": self.settings.max_s}
 
     def get(self, comp: str) -> Run:
@@ -186,15 +196,19 @@ class Certifications:
             raise Refused(404, f"{comp} has not been certified since the web started")
         return run
 
-    async def start(self, comp: str, host: str = "") -> Run:
-        """Start ``comp``'s run; ``host``: the web's name as the browser reached it, said as where to
-        connect when runs listen on every interface."""
+    async def start(self, comp: str, host: str = "", fix_version: str = DEFAULT.name) -> Run:
+        """Start ``comp``'s run of ``fix_version`` ("4.2", "4.4", "5.0SP2"); ``host``: the web's name as
+        the browser reached it, said as where to connect when runs listen on every interface."""
         async with self._starting:
-            return await self._start(comp, host)
+            return await self._start(comp, host, fix_version)
 
-    async def _start(self, comp: str, host: str = "") -> Run:
+    async def _start(self, comp: str, host: str = "", fix_version: str = DEFAULT.name) -> Run:
         if comp not in COMPS:
             raise Refused(404, f"unknown CompID {comp!r}: certification takes {COMPS[0]}..{COMPS[-1]}")
+        try:
+            v = version(fix_version)
+        except ValueError as exc:
+            raise Refused(400, str(exc)) from None
         if self._closing:
             raise Refused(503, "the web is shutting down")
         old = self.runs.get(comp)
@@ -214,6 +228,7 @@ class Certifications:
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "services.client.certify", "--comp", comp, "--port", str(free[0]),
+                "--fix-version", v.name,
                 "--logon-timeout", f"{self.settings.logon_timeout_s:g}",
                 "--json", str(folder / "report.json"), "--html", str(folder / "report.html"),
                 "--report", str(folder / "report.md"), *extra,
@@ -231,10 +246,10 @@ class Certifications:
         if old is not None:
             shutil.rmtree(old.folder, ignore_errors=True)
         shown = listen if listen not in ("0.0.0.0", "::") else (host or listen)
-        run = self.runs[comp] = Run(comp, free[0], folder, proc, shown, password)
+        run = self.runs[comp] = Run(comp, free[0], folder, proc, shown, password, v)
         self._turn = (self.settings.ports.index(free[0]) + 1) % len(self.settings.ports)
         run.task = asyncio.create_task(self._watch(run), name=f"certify-{comp}")
-        log.info("certification of %s started on port %d (pid %d)", comp, run.port, proc.pid)
+        log.info("certification of %s (FIX %s) started on port %d (pid %d)", comp, v.name, run.port, proc.pid)
         return run
 
     async def _watch(self, run: Run) -> None:
@@ -307,7 +322,8 @@ def mount(app: FastAPI, certs: Certifications, static: Path, origins: frozenset[
         if not origin_allowed(request.headers.get("origin"), request.headers.get("host"), origins):
             return JSONResponse({"error": "this page's origin may not start a certification"}, 403)
         try:
-            run = await certs.start(comp, _hostname(request.headers.get("host", "")))
+            run = await certs.start(comp, _hostname(request.headers.get("host", "")),
+                                    request.query_params.get("fix_version", DEFAULT.name))
         except Refused as exc:
             return JSONResponse({"error": exc.text}, exc.status)
         return JSONResponse(run.started_view(certs.settings.logon_timeout_s), 201,

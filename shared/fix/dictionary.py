@@ -312,9 +312,10 @@ def exchange_dictionary_file(directory: Path | None = None) -> Path:
     return write_exchange_dictionary(directory / FILE_NAME)
 
 
-def client_dictionary_file(source: Path, directory: Path | None = None) -> Path:
-    """``source`` (a stock dictionary) cut to the messages the exchange speaks, each kept whole, as a
-    file in ``directory`` (default: a per-user cache folder), written once per source file.
+def client_dictionary_file(source: Path, directory: Path | None = None,
+                           messages: Iterable[str] = EXCHANGE_MESSAGES) -> Path:
+    """``source`` (a stock dictionary) cut to the messages the exchange speaks (``messages``), each kept
+    whole, as a file in ``directory`` (default: a per-user cache folder), written once per source file.
 
     For a client of the exchange it validates as ``source`` does: every message that can cross its
     session keeps every field, component, group and enum value ``source`` gives it. QuickFIX loads the
@@ -327,12 +328,13 @@ def client_dictionary_file(source: Path, directory: Path | None = None) -> Path:
     except OSError as exc:
         raise DictionaryError(f"cannot read the FIX data dictionary {source}: {exc.strerror}") from None
     # The name says which source file, as it was, and which messages: a changed one gets a new cut.
-    key = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{','.join(sorted(EXCHANGE_MESSAGES))}"
+    wanted = frozenset(messages)
+    key = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{','.join(sorted(wanted))}"
     dest = directory / f"FIXLAB-client-{source.stem}-{zlib.crc32(key.encode()):08x}.xml"
     if dest.is_file():
         return dest
     text = source.read_text(encoding="utf-8")
-    msg_types = EXCHANGE_MESSAGES & {m.group(2) for m in _MSGTYPE.finditer(text)}
+    msg_types = wanted & {m.group(2) for m in _MSGTYPE.finditer(text)}
     session = {m.get("msgtype", "") for m in ET.fromstring(text).iter("message")
                if m.get("msgcat") == "admin"}
     return _write_if_changed(dest, acceptor_dictionary(text, msg_types | session))

@@ -17,7 +17,8 @@ What differs, and where it is written here:
   FIX 4.2 has no OrderMassCancelRequest (q) nor SecurityListRequest (x) (both came with 4.3): a 4.2
   session that sends one gets the engine's session Reject "Invalid MsgType" (373=11).
   NewOrderSingle and OrderCancelReplaceRequest need HandlInst (21) there: the client sends it, the
-  exchange ignores it, as it ignores it in 4.4.
+  exchange ignores it, as it ignores it in 4.4. It has no Username (553) nor Password (554): a Logon
+  carries its password in RawData (96), with RawDataLength (95) (``password_tag``; docs/security.md).
 - FIX 5.0 SP2 over FIXT.1.1 (``FIXT.1.1``, FIXT11.xml for the session level, FIX50SP2.xml for the
   application, DefaultApplVerID 9): TrdMatchID (880) is a standard field of ExecutionReport, so
   every fill carries it besides SecondaryExecID (527). It requires two fields FIX 4.4 does not:
@@ -88,6 +89,8 @@ class FixVersion:
     # exchange speaks, each kept whole (shared.fix.dictionary.client_dictionary_file): QuickFIX took
     # most of the client's start-up loading the whole FIX50SP2.xml (1.5 s here, 5 s on a busy machine).
     client_cut: bool = False
+    # Where a Logon carries its password: Password (554), or RawData (96, after RawDataLength 95).
+    password_tag: int = 554
 
     @property
     def rewrites(self) -> bool:
@@ -98,6 +101,18 @@ class FixVersion:
     @property
     def fixt(self) -> bool:
         return self.transport_file is not None
+
+    @property
+    def wire_name(self) -> str:
+        """How a person configuring a client names it: its BeginString (FIXT: and its application)."""
+        if self.fixt:
+            return f"{self.begin_string} with DefaultApplVerID {self.default_appl_ver_id} (FIX {self.name})"
+        return self.begin_string
+
+    @property
+    def password_field(self) -> str:
+        """Where a Logon carries its password, for people: ``Password (554)``, ``RawData (96), ...``."""
+        return {554: "Password (554)", 96: "RawData (96), with RawDataLength (95)"}[self.password_tag]
 
     def app_dictionary(self) -> Path:
         """The installed dictionary of this version's application messages."""
@@ -114,7 +129,7 @@ VERSIONS: dict[str, FixVersion] = {
         # OrdRejReason 0-8 (13 Incorrect quantity, 99 Other... came with 4.3): 0 Broker option.
         # CxlRejReason 0-3 (99 Other came with 4.3): 2 Broker option.
         # SecurityTradingStatus 21 (Pre-open, a call) came with 4.3: 5 (Price indication).
-        enum_fallback={103: "0", 102: "2", 326: "5"}),
+        enum_fallback={103: "0", 102: "2", 326: "5"}, password_tag=96),
     "4.4": FixVersion("4.4", FIX44, "FIX44.xml"),
     "5.0SP2": FixVersion("5.0SP2", FIXT11, "FIX50SP2.xml", "FIXT11.xml", APPL_VER_ID_50SP2,
                          trd_match_id=True, received_as_fix44=True,

@@ -34,6 +34,9 @@ def test_start_a_run_on_the_page_and_read_its_report(redis_url: str) -> None:
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"{web.url}/certify")
             expect(page.locator("#comp option")).to_have_count(8)
+            # The FIX version: 4.4 unless another is chosen (the run's is the one chosen at its start).
+            expect(page.locator("#version option")).to_have_count(3)
+            expect(page.locator("#version")).to_have_value("4.4")
             page.select_option("#comp", "CERT02")
             page.click("#start")
             message = page.locator("#message")
@@ -48,7 +51,7 @@ def test_start_a_run_on_the_page_and_read_its_report(redis_url: str) -> None:
             # The script's instructions show as they come.
             expect(page.locator("#lines")).to_contain_text("instruction to the client: order buy",
                                                            timeout=60_000)
-            expect(page.locator("#summary")).to_contain_text("12 passed, 3 failed, 0 skipped",
+            expect(page.locator("#summary")).to_contain_text("FIX 4.4: 12 passed, 3 failed, 0 skipped",
                                                              timeout=120_000)
             expect(page.locator("#title")).to_have_text("CERT02: failed")
             expect(page.locator("#check-partial-fill td").first).to_have_text("PASS")

@@ -1,6 +1,7 @@
-"""``fixlab certify`` as a user runs it (a process hosting its own acceptor and tap) against three
-clients, each a process of its own: QuickFIX (Python) with default settings, fixcore-engine, and a
-broken QuickFIX client with three known defects. Each run's JSON report is compared check by check."""
+"""``fixlab certify`` as a user runs it (a process hosting its own acceptor and tap) against clients,
+each a process of its own: stock QuickFIX (Python) clients of FIX 4.4, 4.2 and 5.0 SP2 (every validation
+switch on), fixcore-engine, and a broken QuickFIX client with three known defects. Each run's JSON
+report is compared check by check."""
 
 from __future__ import annotations
 
@@ -30,12 +31,18 @@ BYTES = ["bad-checksum", "garbled"]
 CHECKS = [*SESSION, *ORDERS, *BYTES, "logout"]
 QUICKFIX_CLIENT = [sys.executable, "-m", "tests.certify_client"]
 FIXCORE_CLIENT = [sys.executable, "-m", "tests.certify_fixcore_client"]
+PASSWORD = re.compile(r"one-time password, for the Logon's (Password \(554\)|RawData \(96\), with "
+                      r"RawDataLength \(95\)): (\S+)")
 
 
 class Run:
     """One certification process and its client process."""
 
-    def __init__(self, tmp: Path, name: str, comp: str, client: list[str]) -> None:
+    def __init__(self, tmp: Path, name: str, comp: str, client: list[str], fix_version: str = "4.4",
+                 listen: str = "127.0.0.1") -> None:
+        """``fix_version``: the run's and its client's; ``listen`` beyond loopback: the client logs on with
+        the run's one-time password."""
+        self.fix_version, self.listen = fix_version, listen
         self.port = free_port()
         self.out = tmp / f"{name}.out"
         self.json = tmp / f"{name}.json"
@@ -51,12 +58,20 @@ class Run:
                 [sys.executable, "-X", "faulthandler", "-m", "services.client.certify", "--comp", self.comp,
                  "--port", str(self.port),
                  "--json", str(self.json), "--report", str(self.md), "--html", str(self.html),
-                 "--logon-timeout", "30"],
+                 "--logon-timeout", "30", "--fix-version", self.fix_version, "--listen", self.listen],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
         eventually(lambda: b"point your client" in self.out.read_bytes(), timeout=30,
                    what="certify listening")
+        # The fixcore client speaks FIX 4.4 on loopback only: it takes neither flag.
+        extra = ["--fix-version", self.fix_version] if self.fix_version != "4.4" else []
+        if self.listen != "127.0.0.1":
+            extra += ["--host", self.listen]
+            password = eventually(lambda: PASSWORD.search(self.out.read_text()), timeout=10,
+                                  what="the run's one-time password")
+            extra += ["--password", password.group(2)]
         self.started = time.monotonic()
-        self.procs.append(subprocess.Popen([*self.client_cmd, "--comp", self.comp, "--port", str(self.port)],
+        self.procs.append(subprocess.Popen([*self.client_cmd, "--comp", self.comp, "--port", str(self.port),
+                                            *extra],
                                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def finish(self) -> tuple[int, dict[str, str], dict[str, object], float]:
@@ -134,6 +149,31 @@ def test_two_runs_at_once_the_broken_client_fails_exactly_its_three_defects(tmp_
     assert "12 passed, 3 failed, 0 skipped" in page and "<section id='cancel-reject'>" in page
 
 
+def test_a_fix42_client_and_a_fix50sp2_client_each_pass_every_check_of_their_versions_script(
+        tmp_path: Path) -> None:
+    # The FIX 4.2 run listens beyond loopback (127.0.0.2 stands for another machine): its client's
+    # Logon carries the one-time password in RawData (96), FIX 4.2 having no Password (554).
+    fix42 = Run(tmp_path, "fix42", "CERT06", QUICKFIX_CLIENT, "4.2", listen="127.0.0.2")
+    fix50 = Run(tmp_path, "fix50", "CERT07", QUICKFIX_CLIENT, "5.0SP2")
+    with runs(fix42, fix50):
+        code42, status42, report42, s42 = fix42.finish()
+        code50, status50, report50, s50 = fix50.finish()
+    assert status42 == dict.fromkeys(CHECKS, "pass"), report42
+    assert status50 == dict.fromkeys(CHECKS, "pass"), report50
+    assert (code42, code50) == (0, 0)
+    assert max(s42, s50) < 120
+    assert (report42["fix_version"], report42["begin_string"]) == ("4.2", "FIX.4.2")
+    assert (report50["fix_version"], report50["begin_string"]) == ("5.0SP2", "FIXT.1.1")
+    assert report42["script"] == "scripts/certify/fix42.scenario"
+    assert report50["script"] == "scripts/certify/fix50sp2.scenario"
+    out42, out50 = fix42.out.read_text(), fix50.out.read_text()
+    assert "RawData (96), with RawDataLength (95)" in out42 and "TargetCompID FIXLAB, FIX.4.2;" in out42
+    assert "TargetCompID FIXLAB, FIXT.1.1 with DefaultApplVerID 9" in out50
+    assert "FIX 4.2 (FIX.4.2), script `scripts/certify/fix42.scenario`" in fix42.md.read_text()
+    assert "FIX 5.0SP2 (FIXT.1.1)" in fix50.html.read_text()
+    assert "15 passed, 0 failed, 0 skipped" in fix50.md.read_text()
+
+
 SHORT = """logon C CERT05 timeout=30
 
 check test-request "a TestRequest is answered by a Heartbeat carrying its TestReqID (112)"
@@ -149,13 +189,14 @@ expect C 35=5
 """
 
 
-def _logon_bytes(comp: str, password: str) -> bytes:
+def _logon_bytes(comp: str, password: str | None, begin: str = "FIX.4.4",
+                 extra: tuple[tuple[int, str], ...] = ()) -> bytes:
     soh = b"\x01"
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H:%M:%S.%f")[:-3]
     body = soh.join(f"{t}={v}".encode() for t, v in [
         (35, "A"), (34, 1), (49, comp), (52, stamp), (56, "FIXLAB"), (98, 0), (108, 30), (141, "Y"),
-        (554, password)]) + soh
-    head = b"8=FIX.4.4" + soh + b"9=%d" % len(body) + soh
+        *([(554, password)] if password is not None else []), *extra]) + soh
+    head = b"8=" + begin.encode() + soh + b"9=%d" % len(body) + soh
     return head + body + b"10=%03d" % (sum(head + body) % 256) + soh
 
 
@@ -184,7 +225,7 @@ def test_a_run_beyond_loopback_takes_only_its_one_time_password_and_names_its_sc
         eventually(lambda: b"one-time password" in out.read_bytes(), timeout=30, what="certify listening")
         text = out.read_text()
         assert f"127.0.0.2:{port}" in text
-        password = re.search(r"one-time password \(Password 554 in the Logon\): (\S+)", text)
+        password = re.search(r"one-time password, for the Logon's Password \(554\): (\S+)", text)
         assert password is not None
         with pytest.raises(ConnectionRefusedError):  # it listens on 127.0.0.2 only
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
@@ -213,3 +254,28 @@ def test_a_run_beyond_loopback_takes_only_its_one_time_password_and_names_its_sc
                 p.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(10)
+
+
+def test_a_fixt_run_refuses_a_logon_of_another_appl_ver_id(tmp_path: Path) -> None:
+    # QuickFIX's FIXT acceptor takes any DefaultApplVerID; the run speaks FIX 5.0 SP2 (1137=9) only,
+    # as the gateway does.
+    port = free_port()
+    out = tmp_path / "certify.out"
+    with out.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "services.client.certify", "--comp", "CERT08", "--port", str(port),
+             "--fix-version", "5.0SP2", "--json", str(tmp_path / "r.json"), "--logon-timeout", "3"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        eventually(lambda: b"point your client" in out.read_bytes(), timeout=30, what="certify listening")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(_logon_bytes("CERT08", None, "FIXT.1.1", ((1137, "7"),)))
+            got = _read_until_closed(s)
+        assert b"\x0135=5\x01" in got and b"\x0135=A\x01" not in got
+        assert (b"58=Rejected Logon Attempt: certification: DefaultApplVerID 1137=7: this run speaks "
+                b"FIX.5.0SP2, 1137=9\x01") in got
+        assert proc.wait(timeout=60) == 3  # nobody logged on
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -1,6 +1,7 @@
 """The page's certification (/certify, /api/certify) against the web as a process: a run started over
 HTTP is the ``fixlab certify`` command as a child of the web; a real QuickFIX client (tests/certify_client.py)
-follows its instructions. Bad starts (unknown, running, all busy) and a run nobody logs on to."""
+follows its instructions. Bad starts (unknown, running, all busy, an unknown FIX version), a run
+nobody logs on to, and runs of FIX 4.2 and FIX 5.0 SP2 chosen at the start."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def test_two_runs_started_over_http_judge_two_clients_apart(web: WebProcess) -> 
     assert bad.status_code == 201, bad.text
     run, bad_run = good.json(), bad.json()
     assert (run["comp_id"], run["target_comp_id"], run["host"]) == ("CERT03", "FIXLAB", "127.0.0.1")
+    assert (run["fix_version"], run["begin_string"]) == ("4.4", "FIX.4.4")  # the default
     assert run["port"] != bad_run["port"]
     # Bad starts, each with its own answer, while the runs live.
     again = httpx.post(f"{web.url}/api/certify/CERT03", timeout=5)
@@ -106,6 +108,40 @@ def test_two_runs_started_over_http_judge_two_clients_apart(web: WebProcess) -> 
     assert any("Heartbeat 35=0" in w for w in failed["test-request"]["wire"])
     # The CompIDs and the runs are free again.
     assert not any(c["busy"] for c in httpx.get(f"{web.url}/api/certify", timeout=5).json()["comps"])
+
+
+def test_the_fix_version_chosen_at_the_start_is_the_runs_and_its_reports(web: WebProcess) -> None:
+    overview = httpx.get(f"{web.url}/api/certify", timeout=5).json()
+    assert [v["name"] for v in overview["fix_versions"]] == ["4.2", "4.4", "5.0SP2"]
+    assert overview["default_fix_version"] == "4.4"
+    bogus = httpx.post(f"{web.url}/api/certify/CERT05?fix_version=4.3", timeout=5)
+    assert bogus.status_code == 400 and "4.2, 4.4, 5.0SP2" in bogus.json()["error"]
+    assert httpx.get(f"{web.url}/api/certify/CERT05", timeout=5).status_code == 404  # no run was made
+    runs = {}
+    for comp, version in (("CERT05", "4.2"), ("CERT06", "5.0SP2")):
+        r = httpx.post(f"{web.url}/api/certify/{comp}?fix_version={version}", timeout=10)
+        assert r.status_code == 201, r.text
+        runs[comp] = r.json()
+    assert (runs["CERT05"]["fix_version"], runs["CERT05"]["begin_string"]) == ("4.2", "FIX.4.2")
+    assert (runs["CERT06"]["fix_version"], runs["CERT06"]["begin_string"]) == ("5.0SP2", "FIXT.1.1")
+    assert "TargetCompID FIXLAB, FIX.4.2" in listening(web, "CERT05")["message"]
+    assert "TargetCompID FIXLAB, FIXT.1.1 with DefaultApplVerID 9" in listening(web, "CERT06")["message"]
+    clients = [client("CERT05", runs["CERT05"]["port"], "--fix-version", "4.2"),
+               client("CERT06", runs["CERT06"]["port"], "--fix-version", "5.0SP2")]
+    try:
+        done = {comp: ended(web, comp, timeout=120) for comp in runs}
+    finally:
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+            c.wait(10)
+    for comp, version, script in (("CERT05", "4.2", "fix42"), ("CERT06", "5.0SP2", "fix50sp2")):
+        assert done[comp]["state"] == "passed", done[comp]
+        report = done[comp]["report"]
+        assert report["summary"] == {"pass": CHECKS, "fail": 0, "skip": 0}
+        assert (report["fix_version"], report["script"]) == (version, f"scripts/certify/{script}.scenario")
+        page = httpx.get(f"{web.url}{done[comp]['report_html']}", timeout=5).text
+        assert f"FIX {version} (" in page
 
 
 def test_a_run_nobody_logs_on_to_ends_with_a_clear_report(redis_url: str) -> None:

@@ -35,6 +35,54 @@ def test_the_default_script_parses_into_named_checks() -> None:
     assert isinstance(script.steps[0], Logon)
 
 
+def _checks_and_sends(name: str) -> tuple[list[str], list[dict[int, str]]]:
+    script = parse((ROOT / "scripts/certify" / name).read_text(), name)
+    sends = [{tag: "".join(p if isinstance(p, str) else f"${p.name}" for p in t.parts) for tag, t in s.fields}
+             for s in script.steps if isinstance(s, Send)]
+    return [s.name for s in script.steps if isinstance(s, Check)], sends
+
+
+def test_the_fix42_and_fix50sp2_scripts_parse_into_the_default_scripts_checks_in_their_versions_terms(
+        ) -> None:
+    default, _ = _checks_and_sends("default.scenario")
+    checks42, sends42 = _checks_and_sends("fix42.scenario")
+    checks50, sends50 = _checks_and_sends("fix50sp2.scenario")
+    assert checks42 == checks50 == default
+    reports42 = [m for m in sends42 if m[35] == "8"]
+    reports50 = [m for m in sends50 if m[35] == "8"]
+    # FIX 4.2: ExecTransType on every ExecutionReport, fills said by their OrdStatus (no 150=F), the
+    # match id in Text; FIX 5.0 SP2: fills 150=F with TrdMatchID (880).
+    assert reports42 and all(m.get(20) == "0" for m in reports42)
+    assert [m[150] for m in reports42 if 32 in m] == ["1", "2"] and not any(m[150] == "F" for m in reports42)
+    assert all(m[58].startswith("TrdMatchID=") for m in reports42 if 32 in m)
+    assert [m[150] for m in reports50 if 32 in m] == ["F", "F"]
+    assert all(880 in m and 20 not in m for m in reports50 if 32 in m)
+
+
+def test_each_version_plays_its_own_script_and_injects_with_its_begin_string() -> None:
+    from services.client.certify.__main__ import SCRIPTS, script_label
+
+    assert {v: script_label(str(p)) for v, p in SCRIPTS.items()} == {
+        "4.2": "scripts/certify/fix42.scenario", "4.4": "scripts/certify/default.scenario",
+        "5.0SP2": "scripts/certify/fix50sp2.scenario"}
+    assert frame("35=0\x01", begin="FIXT.1.1").startswith(b"8=FIXT.1.1\x019=5\x0135=0")
+
+
+def test_the_acceptor_settings_per_version() -> None:
+    from services.client.certify.acceptor import settings_text
+    from shared.fix.versions import VERSIONS
+
+    fix44 = settings_text("CERT01", 1, 30)
+    assert "BeginString=FIX.4.4\n" in fix44 and "DataDictionary=" in fix44 and "FIX44.xml" in fix44
+    assert "BeginString=FIX.4.2\n" in settings_text("CERT01", 1, 30, VERSIONS["4.2"])
+    fixt = settings_text("CERT01", 1, 30, VERSIONS["5.0SP2"])
+    assert "BeginString=FIXT.1.1\n" in fixt and "DefaultApplVerID=FIX.5.0SP2\n" in fixt
+    assert "TransportDataDictionary=" in fixt and "FIXT11.xml" in fixt
+    # FIX 5.0 SP2's dictionary cut to what a run carries (News for the instructions among it).
+    app = fixt.split("AppDataDictionary=", 1)[1].split("\n", 1)[0]
+    assert "FIXLAB-client-FIX50SP2" in app and "msgtype=\"B\"" in Path(app).read_text()
+
+
 def test_each_new_step() -> None:
     text = """logon C CERT01
 check one "the first"

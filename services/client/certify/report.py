@@ -13,6 +13,12 @@ from services.client.certify.run import FAIL, PASS, SKIP, Outcome
 MARK = {PASS: "PASS", FAIL: "FAIL", SKIP: "skip"}
 
 
+def version_text(meta: dict[str, Any]) -> str:
+    """The run's FIX version as the report says it: ``FIX 5.0SP2 (FIXT.1.1)``."""
+    name, begin = meta.get("fix_version", "4.4"), meta.get("begin_string", "FIX.4.4")
+    return f"FIX {name} ({begin})"
+
+
 def summary(outcomes: Sequence[Outcome]) -> dict[str, int]:
     return {s: sum(o.status == s for o in outcomes) for s in (PASS, FAIL, SKIP)}
 
@@ -25,7 +31,8 @@ def as_json(meta: dict[str, Any], outcomes: Sequence[Outcome]) -> str:
 def as_markdown(meta: dict[str, Any], outcomes: Sequence[Outcome]) -> str:
     s = summary(outcomes)
     out = [f"# FIX certification of {meta['comp_id']}", "",
-           f"Script `{meta['script']}`, started {meta['started']}, {meta['seconds']:.1f} s. "
+           f"{version_text(meta)}, script `{meta['script']}`, started {meta['started']}, "
+           f"{meta['seconds']:.1f} s. "
            f"**{s[PASS]} passed, {s[FAIL]} failed, {s[SKIP]} skipped.**", "",
            "| result | check | what |", "| --- | --- | --- |"]
     out += [f"| {MARK[o.status]} | `{o.name}` | {o.title}"
@@ -73,7 +80,8 @@ def as_html(meta: dict[str, Any], outcomes: Sequence[Outcome]) -> str:
     title = f"FIX certification of {meta['comp_id']}"
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
             f"<style>{_STYLE}</style></head><body><h1>{e(title)}</h1>"
-            f"<p>Script <code>{e(str(meta['script']))}</code>, started {e(str(meta['started']))}, "
+            f"<p>{e(version_text(meta))}, script <code>{e(str(meta['script']))}</code>, "
+            f"started {e(str(meta['started']))}, "
             f"{float(meta['seconds']):.1f} s. <strong>{s[PASS]} passed, {s[FAIL]} failed, {s[SKIP]} skipped."
             f"</strong></p><table><tr><th>result</th><th>check</th><th>what</th></tr>{rows}</table>"
             f"{failures}</body></html>\n")

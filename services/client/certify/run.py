@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from services.client.certify.acceptor import BEGIN, SENDER, CertAcceptor
+from services.client.certify.acceptor import SENDER, CertAcceptor
 from services.client.certify.script import Check, Inject, Instruct, Logout, SequenceReset, SkipSeq, Unique
 from services.client.scenario.match import (
     Capture,
@@ -30,6 +30,7 @@ from services.client.scenario.match import (
 from services.client.scenario.runner import Inbox, Seen, fix_now
 from services.client.scenario.syntax import Expect, ExpectNothing, Logon, Scenario, Send, Wait
 from shared.fix.dictionary import Dictionary
+from shared.fix.versions import FIX44
 from shared.fix.wire import line, parse
 
 CLIENT = "client"  # the tap's name for the side the client under test writes
@@ -62,10 +63,10 @@ def checksum(data: bytes) -> int:
     return sum(data) % 256
 
 
-def frame(body: str, *, bad_checksum: bool = False) -> bytes:
-    """A whole message from ``body`` (35 onwards): BeginString, BodyLength and a CheckSum, right or
-    one off."""
-    head = f"8={BEGIN}{SOH}9={len(body.encode('latin-1'))}{SOH}".encode("latin-1")
+def frame(body: str, *, begin: str = FIX44, bad_checksum: bool = False) -> bytes:
+    """A whole message from ``body`` (35 onwards): BeginString ``begin``, BodyLength and a CheckSum,
+    right or one off."""
+    head = f"8={begin}{SOH}9={len(body.encode('latin-1'))}{SOH}".encode("latin-1")
     raw = head + body.encode("latin-1")
     total = (checksum(raw) + (1 if bad_checksum else 0)) % 256
     return raw + f"10={total:03d}{SOH}".encode("ascii")
@@ -218,11 +219,13 @@ class Certifier:
             def build() -> bytes:
                 head = f"49={SENDER}{SOH}56={self.acceptor.comp_id}{SOH}34={self.acceptor.next_seq}{SOH}" \
                        f"52={fix_now()}{SOH}"
+                begin = self.acceptor.begin_string
                 if step.kind == "garbled":
-                    return frame(f"35=0{SOH}{head}this is not a tag=value field{SOH}\x02\x03garbage{SOH}")
+                    return frame(f"35=0{SOH}{head}this is not a tag=value field{SOH}\x02\x03garbage{SOH}",
+                                 begin=begin)
                 fields = self.render(step.fields)
                 body = "".join(f"{t}={v}{SOH}" for t, v in fields[1:])
-                return frame(f"35={fields[0][1]}{SOH}{head}{body}", bad_checksum=True)
+                return frame(f"35={fields[0][1]}{SOH}{head}{body}", begin=begin, bad_checksum=True)
             try:
                 raw = build()
             except Exception as exc:

@@ -16,18 +16,24 @@ async function overview() {
   const free = o.comps.filter((c) => !c.busy);
   if (keep && free.some((c) => c.comp_id === keep)) sel.value = keep; else if (free.length) sel.value = free[0].comp_id;
   $("busy").textContent = `${o.running} of ${o.runs} runs busy; a run waits ${o.logon_timeout_s} s for the Logon`;
+  const ver = $("version");
+  if (!ver.options.length) {  // once: the versions do not change while the page lives
+    ver.replaceChildren(...o.fix_versions.map((v) => { const opt = el("option", null, `FIX ${v.name} (${v.wire})`); opt.value = v.name; return opt; }));
+    ver.value = o.default_fix_version;
+  }
 }
 
 async function start() {
   error("");
   const comp = $("comp").value;
-  const r = await fetch(`/api/certify/${encodeURIComponent(comp)}`, { method: "POST" });
+  const version = $("version").value;
+  const r = await fetch(`/api/certify/${encodeURIComponent(comp)}?fix_version=${encodeURIComponent(version)}`, { method: "POST" });
   const body = await r.json();
   if (!r.ok) { error(body.error); overview(); return; }
   location.hash = comp;
   // The one-time password comes with the start's answer only (the run's view never holds it).
   $("password").hidden = !body.password;
-  $("password").textContent = body.password ? `One-time password (Password 554 in your Logon): ${body.password}` : "";
+  $("password").textContent = body.password ? `One-time password (${body.password_field} in your Logon): ${body.password}` : "";
   show(body);
   overview();
   follow(comp);
@@ -62,7 +68,7 @@ function show(run) {
   $("report").hidden = !rep || LIVE.includes(run.state);
   if (!rep) return;
   const s = rep.summary;
-  $("summary").textContent = `${s.pass} passed, ${s.fail} failed, ${s.skip} skipped (${rep.seconds} s after the Logon)`;
+  $("summary").textContent = `FIX ${rep.fix_version || "4.4"}: ${s.pass} passed, ${s.fail} failed, ${s.skip} skipped (${rep.seconds} s after the Logon)`;
   const t = $("checks");
   const head = el("tr"); for (const h of ["result", "check", "what"]) head.append(el("th", null, h));
   t.replaceChildren(head);
