@@ -33,7 +33,8 @@ def cases(xml: Path) -> list[Case]:
             parts.pop()
         module = "/".join(parts) + ".py"
         name = tc.get("name", "")
-        lane = name.rpartition("@")[2] if "@" in name else "spread"
+        # xdist's @group suffix, which lands inside a parametrized test's brackets: "t[a]@faults]"
+        lane = name.rpartition("@")[2].rstrip("]") if "@" in name else "spread"
         if lane not in ("serial", "faults"):
             lane = "spread"
         out.append(Case(module, name, lane, float(tc.get("time", "0") or 0)))
