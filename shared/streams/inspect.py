@@ -174,16 +174,19 @@ def last_entries(r: redis.Redis, stream: str, n: int) -> list[JSON]:
     return [entry_view(i, f) for i, f in reversed(rows)]
 
 
+def last_id(r: redis.Redis, stream: str) -> str:
+    """The id of the last entry ever added to ``stream`` ("0-0" while it does not exist)."""
+    info: Any = r.xinfo_stream(stream) if _text(r.type(stream)) == "stream" else None
+    return _text(info["last-generated-id"]) if info else "0-0"
+
+
 def follow(r: redis.Redis, stream: str, after: str = "$", block_ms: int = 1000) -> Iterator[JSON | None]:
     """Yield entries added after ``after`` as they arrive; ``None`` after each idle ``block_ms``.
 
-    XREAD without a group: following moves no cursor and acknowledges nothing.
+    ``"$"`` means after the last entry there is when following starts. XREAD without a group:
+    following moves no cursor and acknowledges nothing.
     """
-    if after == "$":
-        info: Any = r.xinfo_stream(stream) if _text(r.type(stream)) == "stream" else None
-        after = _text(info["last-generated-id"]) if info else "0-0"
-    else:
-        _check_id(after)
+    after = last_id(r, stream) if after == "$" else _check_id(after)
     while True:
         rows: Any = r.xread({stream: after}, count=500, block=block_ms)
         if not rows:

@@ -10,12 +10,13 @@ acceptor, with the dictionaries it gives each version's sessions.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.gateway_stack import gateway_stack
-from tools.conformance import SUITES, Runner, acceptor_sessions_file, session_level_files
+from tools.conformance import SUITES, Result, Runner, acceptor_sessions_file, session_level_files
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +49,41 @@ def runner(shared_reference: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         yield Runner("127.0.0.1", stack.fix_port, timeout_s=20)
 
 
+@pytest.fixture(scope="module")
+def played(runner: Runner, shared_reference: Path, request: pytest.FixtureRequest,
+           ) -> Iterator[dict[tuple[str, str], Future[Result]]]:
+    """Every selected definition, played as soon as the stack is up: the three versions side by side
+    (each version has its own CompIDs, so its own session), one version's definitions one after
+    another, in the order they are listed. Most of a definition's time is waiting on heartbeats
+    (6_SendTestRequest waits ~35 s), so the three versions take about as long as the longest one.
+    Each test below reads its own definition's result."""
+    wanted: dict[str, list[str]] = {}
+    for item in request.session.items:
+        spec = getattr(item, "callspec", None)
+        if item.module is request.module and item.originalname == "test_definition" and spec is not None:
+            wanted.setdefault(spec.params["version"], []).append(spec.params["name"])
+    futures: dict[tuple[str, str], Future[Result]] = {
+        (v, n): Future() for v, names in wanted.items() for n in names}
+
+    def play(version: str, names: list[str]) -> None:
+        for name in names:
+            future = futures[(version, name)]
+            if not future.set_running_or_notify_cancel():
+                return  # the run stopped early (-x): the rest stay unplayed
+            path = shared_reference / CONFORMANCE / SUITES[version].folder / f"{name}.def"
+            try:
+                future.set_result(runner.run_file(path) if path.is_file() else Result(name, False, "absent"))
+            except BaseException as exc:  # handed to the test that reads it
+                future.set_exception(exc)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(wanted)), thread_name_prefix="conformance") as pool:
+        for version, names in wanted.items():
+            pool.submit(play, version, names)
+        yield futures
+        for future in futures.values():
+            future.cancel()
+
+
 @pytest.mark.parametrize("version", list(SUITES))
 def test_each_suite_has_its_session_level_definitions(shared_reference: Path, version: str) -> None:
     suite = SUITES[version]
@@ -63,11 +99,12 @@ def test_the_not_applicable_list_names_definitions_that_exist(shared_reference: 
 
 
 @pytest.mark.parametrize(("version", "name"), _definitions())
-def test_definition(runner: Runner, shared_reference: Path, version: str, name: str) -> None:
+def test_definition(played: dict[tuple[str, str], Future[Result]], shared_reference: Path,
+                    version: str, name: str) -> None:
     path = shared_reference / CONFORMANCE / SUITES[version].folder / f"{name}.def"
     if not path.is_file():
         pytest.skip(f"{path} is absent (../shared is laid beside the repo in CI)")
-    result = runner.run_file(path)
+    result = played[(version, name)].result(timeout=300)
     why = NOT_APPLICABLE.get((version, name))
     if why is None:
         assert result.passed, result.detail

@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TextIO
 
 import pytest
 import redis
@@ -266,3 +266,74 @@ def test_tail_follow_waits_for_a_stream_that_does_not_exist_yet(redis_url: str, 
                 if pipe is not None:
                     pipe.close()
     assert proc.returncode == 0
+
+
+class _PublishWhenWaiting(io.StringIO):
+    """The tail's stderr: the moment it says it waits, the stream's first entry is added.
+
+    That is the race a loaded machine makes: the entry that creates the stream lands between the
+    tail's look (no stream) and its first read. Made here on purpose, every run.
+    """
+
+    def __init__(self, r: redis.Redis, lab: str) -> None:
+        super().__init__()
+        self.r, self.lab = r, lab
+
+    def write(self, text: str) -> int:
+        if "waiting for it" in text:
+            record = WireRecord("lab-race", 1, "client", b"8=FIX.4.4\x01", False, 1)
+            bus.publish(self.r, self.lab, [record], 1000)
+        return super().write(text)
+
+
+class _FirstLine(io.StringIO):
+    """The tail's stdout: keeps the first line, then closes as `| head -1` would."""
+
+    def write(self, text: str) -> int:
+        n = super().write(text)
+        if "\n" in self.getvalue():
+            raise BrokenPipeError
+        return n
+
+
+def _tail_follow(redis_url: str, lab: str, out: TextIO, err: TextIO) -> tuple[threading.Thread, list[int]]:
+    """``fixlab tail LAB -f`` in a thread of this process; the list gets its exit status."""
+    codes: list[int] = []
+    argv = ["--url", redis_url, "tail", lab, "-f"]
+    tail = threading.Thread(target=lambda: codes.append(run(argv, out, err)), daemon=True)
+    tail.start()
+    return tail, codes
+
+
+def test_tail_follow_prints_the_entry_that_creates_the_stream_right_after_it_looked(
+        redis_url: str, r: redis.Redis) -> None:
+    lab = streams.lab_stream("lab-race")
+    out = _FirstLine()
+    tail, codes = _tail_follow(redis_url, lab, out, _PublishWhenWaiting(r, lab))
+    try:
+        tail.join(10)
+        assert codes == [0], f"the tail printed {out.getvalue()!r} and is still waiting"
+        assert json.loads(out.getvalue())["messages"][0]["lab_id"] == "lab-race"
+    finally:
+        if tail.is_alive():  # end its blocked read: drop every connection but ours
+            r.client_kill_filter(_type="normal", skipme=True)
+            tail.join(5)
+
+
+def test_tail_follow_of_an_empty_stream_prints_what_comes_after_it_looked(redis_url: str,
+                                                                          r: redis.Redis) -> None:
+    lab = streams.lab_stream("lab-empty")
+    bus.publish(r, lab, [WireRecord("lab-empty", 1, "client", b"8=FIX.4.4\x01", False, 1)], 1000)
+    r.xtrim(lab, maxlen=0, approximate=False)  # the stream is there, with no entries
+    assert r.xlen(lab) == 0
+    out = _FirstLine()
+    tail, codes = _tail_follow(redis_url, lab, out, io.StringIO())
+    try:
+        bus.publish(r, lab, [WireRecord("lab-empty", 2, "client", b"8=FIX.4.4\x01", False, 2)], 1000)
+        tail.join(10)
+        assert codes == [0], f"the tail printed {out.getvalue()!r} and is still waiting"
+        assert json.loads(out.getvalue())["messages"][0]["n"] == 2
+    finally:
+        if tail.is_alive():
+            r.client_kill_filter(_type="normal", skipme=True)
+            tail.join(5)
