@@ -54,6 +54,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             setattr(item, "_nodeid", suffixed)  # noqa: B010 (not declared on Item)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that used a stack (tests/gateway_stack.py's Stack, as the ``stack`` fixture)
+    carries the tail of each of that stack's process logs in its report: a module-scoped stack is
+    gone by the time anyone reads the failure, and the log is what explains it."""
+    report = yield
+    if report.failed and call.when == "call":
+        stack = getattr(item, "funcargs", {}).get("stack")
+        log_dir = getattr(stack, "log_dir", None)
+        if isinstance(log_dir, Path) and log_dir.is_dir():
+            for log in sorted(log_dir.glob("*.log")):
+                text = log.read_text(errors="replace")[-8000:]
+                report.sections.append((f"stack {log.name} (last 8,000 characters)", text))
+    return report
+
+
 def _docker_redis_image() -> bool:
     """Whether a Docker engine runs here and already holds ``REDIS_IMAGE``.
 

@@ -43,10 +43,14 @@ class StockClient(fix.Application):
         self.received: list[dict[int, str]] = []
         self.sent_admin: list[dict[int, str]] = []
         self.errors: list[str] = []
+        self.logouts = 0
         self.lock = threading.Lock()
 
     def onCreate(self, sid: fix.SessionID) -> None: ...
-    def onLogout(self, sid: fix.SessionID) -> None: ...
+    def onLogout(self, sid: fix.SessionID) -> None:
+        self.logged_on.clear()
+        with self.lock:
+            self.logouts += 1
     def toApp(self, msg: fix.Message, sid: fix.SessionID) -> None: ...
 
     def onLogon(self, sid: fix.SessionID) -> None:
@@ -75,7 +79,35 @@ class StockClient(fix.Application):
 
     def wait(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True,
              timeout_s: float = 10.0) -> dict[int, str]:
-        return eventually(lambda: self.find(msg_type, where), timeout=timeout_s, what=f"35={msg_type}")
+        try:
+            return eventually(lambda: self.find(msg_type, where), timeout=timeout_s, what=f"35={msg_type}")
+        except AssertionError as exc:  # say what the session saw instead, so a failure explains itself
+            raise AssertionError(f"{exc}; {self.story()}") from None
+
+    def story(self, last: int = 12) -> str:
+        """The session's state and its last messages each way, one line."""
+        keys = (35, 34, 43, 11, 150, 39, 7, 16, 36, 123, 58, 371, 373)
+
+        def brief(m: dict[int, str]) -> str:
+            return " ".join(f"{k}={m[k]}" for k in keys if k in m)
+
+        with self.lock:
+            got = [brief(m) for m in self.received[-last:]]
+            sent = [brief(m) for m in self.sent_admin[-last:]]
+            logouts = self.logouts
+        return (f"logged on: {self.logged_on.is_set()}, logouts: {logouts}; last received: {got}; "
+                f"last admin sent: {sent}")
+
+    def wait_sent(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True,
+                  timeout_s: float = 10.0) -> dict[int, str]:
+        """The first admin message of ``msg_type`` this client's engine sent that ``where`` accepts."""
+        def sent() -> dict[int, str] | None:
+            with self.lock:
+                return next((m for m in self.sent_admin if m.get(35) == msg_type and where(m)), None)
+        try:
+            return eventually(sent, timeout=timeout_s, what=f"a sent 35={msg_type}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {self.story()}") from None
 
     def session_rejects(self) -> list[dict[int, str]]:
         with self.lock:
