@@ -65,17 +65,21 @@ run: install
 run-cluster: install
 	@$(BIN)/python -m services --cluster
 
-# Two pytest workers (pytest-xdist): each module stays on one worker, the heavy modules marked
-# xdist_group("serial") run one after another (tests/conftest.py, docs/tests.md). The 25 slowest
+# Four pytest workers (pytest-xdist) on two cores: the suite mostly waits (stacks starting,
+# heartbeats, sessions logging on), so four overlap more of the waiting than two (docs/tests.md
+# has the two side by side). Each module stays on one worker, the heavy modules of a lane
+# (xdist_group "serial" or "faults") run one after another (tests/conftest.py). The 25 slowest
 # tests are printed; every test's time is in .run/pytest.xml (tools/test_times.py sums it per lane).
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 4
+# The unit tests are CPU-bound: one worker a core.
+FAST_WORKERS ?= 2
 test: install browser lint screenshots
 	@if [ "$${FIXLAB_DOCKER_TESTS:-0}" = 1 ]; then $(MAKE) --no-print-directory docker-engine; fi
 	@mkdir -p .run && $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 --junitxml=.run/pytest.xml
 
 # Everything that starts no stack: the unit tests, on two workers (docs/tests.md).
 test-fast: install
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup tests/unit
+	@$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadgroup tests/unit
 
 bench: install
 	@$(BIN)/python -m services.bench.suite
