@@ -45,6 +45,7 @@ class Run:
         self.fix_version, self.listen = fix_version, listen
         self.port = free_port()
         self.out = tmp / f"{name}.out"
+        self.client_out = tmp / f"{name}.client.out"
         self.json = tmp / f"{name}.json"
         self.md = tmp / f"{name}.md"
         self.html = tmp / f"{name}.html"
@@ -70,15 +71,20 @@ class Run:
                                   what="the run's one-time password")
             extra += ["--password", password.group(2)]
         self.started = time.monotonic()
-        self.procs.append(subprocess.Popen([*self.client_cmd, "--comp", self.comp, "--port", str(self.port),
-                                            *extra],
-                                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # The client's own output is kept (a run whose client never logged on says why there).
+        with self.client_out.open("wb") as client_out:
+            self.procs.append(subprocess.Popen([*self.client_cmd, "--comp", self.comp, "--port",
+                                                str(self.port), *extra],
+                                               cwd=ROOT, stdout=client_out, stderr=subprocess.STDOUT))
 
     def finish(self) -> tuple[int, dict[str, str], dict[str, object], float]:
         code = self.procs[0].wait(timeout=150)
         seconds = time.monotonic() - self.started
         self.procs[1].wait(timeout=30)
         report = json.loads(self.json.read_text())
+        if report["summary"].get("skip"):  # say what the run and its client printed
+            report["run_output"] = self.out.read_text(errors="replace")[-3000:]
+            report["client_output"] = self.client_out.read_text(errors="replace")[-3000:]
         return code, {c["name"]: c["status"] for c in report["checks"]}, report, seconds
 
     def stop(self) -> None:
