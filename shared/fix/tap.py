@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -33,11 +34,14 @@ EXCHANGE = "exchange"
 READ_SIZE = 65536
 CONNECT_S = 10.0  # the exchange's TCP connect and, with TLS, its handshake
 TLS_HANDSHAKE_S = 5.0
+ACCEPT_BACKLOG = 100
+STOP_S = 5.0  # TapLoop.stop's closing on the loop, before it closes what is left itself
 T = TypeVar("T")
 
 # (record number from 1, source, raw bytes, withheld, ns timestamp); called on the loop's thread.
 OnRecord = Callable[[int, str, bytes, bool, int], None]
 OnClosed = Callable[[str], None]
+OnAccept = Callable[[socket.socket], Coroutine[Any, Any, None]]
 
 
 async def shut(writers: list[asyncio.StreamWriter], grace_s: float = 1.0) -> None:
@@ -74,12 +78,20 @@ def _why(exc: BaseException, tls: bool) -> str:
 class TapLoop:
     """An asyncio event loop running in its own thread.
 
-    Its taps register their listeners and connections in ``open``; ``stop`` closes what is still
-    there before the loop closes, so no transport outlives its loop (one that does warns when it is
-    collected, whichever code runs then)."""
+    Its taps listen through ``listen``; their connections are registered in ``open`` (and an
+    accepted socket in ``accepted`` until it is a connection), their relays' tasks in ``relays``.
+    ``stop`` closes what is still there before the loop closes, so no socket outlives its loop (one
+    that does warns when it is collected, whichever code runs then).
+
+    It accepts on its own (a reader on the listening socket) rather than through asyncio's Server:
+    in Python 3.11 a Server closed between accepting a socket and making it a connection drops that
+    socket, open, without a word (``Server._attach`` asserts in a task that logs nothing)."""
 
     def __init__(self, name: str = "lab-tap") -> None:
-        self.open: set[asyncio.StreamWriter | asyncio.AbstractServer] = set()
+        self.open: set[asyncio.StreamWriter] = set()
+        self.accepted: set[socket.socket] = set()
+        self.listeners: set[socket.socket] = set()
+        self.relays: set[asyncio.Task[Any]] = set()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -96,30 +108,96 @@ class TapLoop:
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Start a relay's task (on the loop's thread); ``stop`` cancels it if it is still running."""
+        task = self.loop.create_task(coro)
+        self.relays.add(task)
+        task.add_done_callback(self.relays.discard)
+        return task
+
+    def listen(self, host: str, port: int, on_accept: OnAccept) -> socket.socket:
+        """Listen on ``host``:``port`` (on the loop's thread); each accepted socket is registered in
+        ``accepted`` at once and handed to a new relay task, ``on_accept(sock)``."""
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        sock = socket.create_server((host, port), family=family, backlog=ACCEPT_BACKLOG)
+        sock.setblocking(False)
+        self.listeners.add(sock)
+        self.loop.add_reader(sock.fileno(), self._accept, sock, on_accept)
+        return sock
+
+    def unlisten(self, sock: socket.socket) -> None:
+        """Stop listening (on the loop's thread): nothing more is accepted, nothing is half-accepted."""
+        if sock in self.listeners:
+            self.listeners.discard(sock)
+            self.loop.remove_reader(sock.fileno())
+            sock.close()
+
+    def _accept(self, sock: socket.socket, on_accept: OnAccept) -> None:
+        for _ in range(ACCEPT_BACKLOG):
+            try:
+                conn, _addr = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:  # out of file descriptors: pause, as asyncio's own accept does
+                log.warning("tap: accept failed (%s); pausing the listener for 1 s", exc)
+                self.loop.remove_reader(sock.fileno())
+                self.loop.call_later(1.0, self._resume, sock, on_accept)
+                return
+            conn.setblocking(False)
+            self.accepted.add(conn)
+            self.spawn(on_accept(conn))
+
+    def _resume(self, sock: socket.socket, on_accept: OnAccept) -> None:
+        if sock in self.listeners:
+            self.loop.add_reader(sock.fileno(), self._accept, sock, on_accept)
+
+    async def connection(self, conn: socket.socket) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Make an accepted socket a connection, registered in ``open`` as it is made."""
+        reader, writer = await asyncio.open_connection(sock=conn)
+        self.accepted.discard(conn)
+        self.open.add(writer)
+        return reader, writer
+
     def stop(self) -> None:
         if not self._thread.is_alive():
             return
-
-        async def _cancel_all() -> None:
-            # Listeners first: a connection accepted while the relays are being cancelled would start
-            # a relay after the cancelling, and its socket would outlive the loop.
-            for server in [x for x in self.open if isinstance(x, asyncio.AbstractServer)]:
-                server.close()
-                self.open.discard(server)
-            await asyncio.sleep(0)  # accepted connections' relays start on this turn
-            while tasks := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            left = list(self.open)
-            self.open.clear()
-            await shut([w for w in left if isinstance(w, asyncio.StreamWriter)])
-
-        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
-            self.call(_cancel_all(), timeout=5)
+        try:
+            self.call(self._close_all(), timeout=STOP_S)
+        except (concurrent.futures.TimeoutError, RuntimeError) as exc:
+            log.warning("tap loop %s: closing its connections did not finish on the loop (%r); "
+                        "aborting what is left once it has stopped", self._thread.name, exc)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():  # the loop is free: whatever is left is closed from here
+            self.loop.run_until_complete(self._abort_all())
         self.loop.close()
+
+    async def _close_all(self) -> None:
+        for sock in list(self.listeners):  # first: nothing is accepted after this
+            self.unlisten(sock)
+        # The relays are cancelled, again until they are done: in Python 3.11 a wait_for whose call
+        # completes as it is cancelled returns the result and drops the cancellation.
+        deadline = self.loop.time() + STOP_S / 2
+        while self.relays and self.loop.time() < deadline:
+            for task in self.relays:
+                task.cancel()
+            await asyncio.wait(list(self.relays), timeout=0.1)
+        await self._abort_all()
+
+    async def _abort_all(self) -> None:
+        """Cancel every task still there and close every connection (aborting those that do not
+        close at once) and every accepted socket not yet a connection."""
+        me = asyncio.current_task()
+        if tasks := [t for t in asyncio.all_tasks() if t is not me]:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks, timeout=1.0)
+        left = list(self.open)
+        self.open.clear()
+        await shut(left)
+        for conn in list(self.accepted):
+            conn.close()  # a no-op on one a cancelled relay's transport has closed
+        self.accepted.clear()
 
 
 class Tap:
@@ -141,7 +219,7 @@ class Tap:
         self.records = 0
         # The last connection attempt could not reach the exchange (a refused or failed connect).
         self.unreachable = False
-        self._server: asyncio.AbstractServer | None = None
+        self._listener: socket.socket | None = None
         self._busy = False
         self._writers: list[asyncio.StreamWriter] = []
 
@@ -189,26 +267,23 @@ class Tap:
             self._loop.call(_hang_up(), timeout=5)
 
     async def _listen(self, port: int = 0, host: str = "127.0.0.1") -> int:
-        self._server = await asyncio.start_server(self._accept, host, port)
-        self._loop.open.add(self._server)
-        return int(self._server.sockets[0].getsockname()[1])
+        self._listener = self._loop.listen(host, port, self._accept)
+        return int(self._listener.getsockname()[1])
 
     async def _close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._loop.open.discard(self._server)
-            self._server = None
+        if self._listener is not None:
+            self._loop.unlisten(self._listener)
+            self._listener = None
         for writer in self._writers:
             writer.close()
 
-    async def _accept(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
-        if self._busy or self._server is None:  # one engine connection at a time
-            self._loop.open.add(c_writer)
+    async def _accept(self, conn: socket.socket) -> None:
+        c_reader, c_writer = await self._loop.connection(conn)
+        if self._busy or self._listener is None:  # one engine connection at a time
             await shut([c_writer])
             self._loop.open.discard(c_writer)
             return
         self._busy = True
-        self._loop.open.add(c_writer)
         try:
             try:
                 x_reader, x_writer = await asyncio.wait_for(asyncio.open_connection(
@@ -225,9 +300,13 @@ class Tap:
                 return
             self.unreachable = False
             self._loop.open.add(x_writer)
+            if self._listener is None:  # the tap was closed while it dialled the exchange
+                await shut([c_writer, x_writer])
+                self._loop.open.difference_update((c_writer, x_writer))
+                return
             self._writers = [c_writer, x_writer]
-            pumps = [asyncio.ensure_future(self._pump(c_reader, x_writer, CLIENT)),
-                     asyncio.ensure_future(self._pump(x_reader, c_writer, EXCHANGE))]
+            pumps = [self._loop.spawn(self._pump(c_reader, x_writer, CLIENT)),
+                     self._loop.spawn(self._pump(x_reader, c_writer, EXCHANGE))]
             done, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             # Say why before the engine sees its connection close.
             self._closed(next(iter(done)).result())
