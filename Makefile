@@ -65,13 +65,11 @@ run: install
 run-cluster: install
 	@$(BIN)/python -m services --cluster
 
-# Two pytest workers (pytest-xdist). Four take the suite to ~10 min (docs/tests.md), but in two
-# of four fresh-clone runs with four, test_lab_sessions failed on an unclosed tap transport
-# collected mid-test (not yet explained): `make test PYTEST_WORKERS=4` until it is. Each module
-# stays on one worker, the heavy modules of a lane (xdist_group "serial" or "faults") run one after
-# another (tests/conftest.py). The 25 slowest tests are printed; every test's time is in
-# .run/pytest.xml (tools/test_times.py sums it per lane).
-PYTEST_WORKERS ?= 2
+# Four pytest workers (pytest-xdist) on two cores: the suite mostly waits, and four take it to
+# ~10 min against ~16 with two (docs/tests.md). Each module stays on one worker, the heavy modules of
+# a lane (xdist_group "serial" or "faults") run one after another (tests/conftest.py). The 25 slowest
+# tests are printed; every test's time is in .run/pytest.xml (tools/test_times.py sums it per lane).
+PYTEST_WORKERS ?= 4
 # The unit tests are CPU-bound: one worker a core.
 FAST_WORKERS ?= 2
 test: install browser lint screenshots

@@ -179,7 +179,8 @@ def main() -> int:
     app = Client(args.broken, args.password, v)
     s = fix.SessionSettings()
     s.setFromString(settings(args.comp, args.port, args.host, v))
-    initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), s)
+    # Its events and messages on stdout (the test keeps them): a run it never logged on to says why.
+    initiator = fix.SocketInitiator(app, fix.MemoryStoreFactory(), s, fix.ScreenLogFactory(s))
     initiator.start()
     try:
         return 0 if app.done.wait(args.timeout) else 1

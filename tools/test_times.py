@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.test_times", description=__doc__.splitlines()[0])
     p.add_argument("xml", nargs="?", default=".run/pytest.xml")
     p.add_argument("--modules", type=int, default=20, help="how many of the slowest modules to list")
-    p.add_argument("--workers", type=int, default=2, help="as `make test` runs (PYTEST_WORKERS)")
+    p.add_argument("--workers", type=int, default=4, help="as `make test` runs (PYTEST_WORKERS)")
     args = p.parse_args(argv)
     path = Path(args.xml)
     if not path.is_file():
