@@ -26,18 +26,14 @@ from datetime import UTC, datetime
 
 import quickfix as fix
 
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, DEFAULT, FIX42, FixVersion, version
+from shared.fix.versions import DEFAULT, FIX42, FixVersion, settings_lines, version
 
 SOH = "\x01"
 
 
 def settings(comp: str, port: int, host: str = "127.0.0.1", fix_version: FixVersion = DEFAULT) -> str:
     v = fix_version
-    if v.fixt:
-        dictionaries = (f"TransportDataDictionary={v.transport_dictionary()}\n"
-                        f"AppDataDictionary={v.app_dictionary()}\nDefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
-    else:
-        dictionaries = f"DataDictionary={v.app_dictionary()}"
+    dictionaries = settings_lines(v.dictionary_settings())
     return f"""[DEFAULT]
 ConnectionType=initiator
 BeginString={v.begin_string}

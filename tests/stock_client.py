@@ -19,7 +19,7 @@ from pathlib import Path
 
 import quickfix as fix
 
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, version
+from shared.fix.versions import settings_lines, version
 from tests.helpers import eventually
 
 SOH = "\x01"
@@ -74,15 +74,12 @@ class StockClient(fix.Application):
 
     def find(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True
              ) -> dict[int, str] | None:
-        with self.lock:
-            return next((m for m in self.received if m.get(35) == msg_type and where(m)), None)
+        return self._first(self.received, msg_type, where)
 
     def wait(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True,
              timeout_s: float = 10.0) -> dict[int, str]:
-        try:
-            return eventually(lambda: self.find(msg_type, where), timeout=timeout_s, what=f"35={msg_type}")
-        except AssertionError as exc:  # say what the session saw instead, so a failure explains itself
-            raise AssertionError(f"{exc}; {self.story()}") from None
+        """The first message of ``msg_type`` received that ``where`` accepts."""
+        return self._wait(self.received, f"35={msg_type}", msg_type, where, timeout_s)
 
     def story(self, last: int = 12) -> str:
         """The session's state and its last messages each way, one line."""
@@ -101,12 +98,18 @@ class StockClient(fix.Application):
     def wait_sent(self, msg_type: str, where: Callable[[dict[int, str]], bool] = lambda m: True,
                   timeout_s: float = 10.0) -> dict[int, str]:
         """The first admin message of ``msg_type`` this client's engine sent that ``where`` accepts."""
-        def sent() -> dict[int, str] | None:
-            with self.lock:
-                return next((m for m in self.sent_admin if m.get(35) == msg_type and where(m)), None)
+        return self._wait(self.sent_admin, f"a sent 35={msg_type}", msg_type, where, timeout_s)
+
+    def _first(self, messages: list[dict[int, str]], msg_type: str,
+               where: Callable[[dict[int, str]], bool]) -> dict[int, str] | None:
+        with self.lock:
+            return next((m for m in messages if m.get(35) == msg_type and where(m)), None)
+
+    def _wait(self, messages: list[dict[int, str]], what: str, msg_type: str,
+              where: Callable[[dict[int, str]], bool], timeout_s: float) -> dict[int, str]:
         try:
-            return eventually(sent, timeout=timeout_s, what=f"a sent 35={msg_type}")
-        except AssertionError as exc:
+            return eventually(lambda: self._first(messages, msg_type, where), timeout=timeout_s, what=what)
+        except AssertionError as exc:  # say what the session saw instead, so a failure explains itself
             raise AssertionError(f"{exc}; {self.story()}") from None
 
     def session_rejects(self) -> list[dict[int, str]]:
@@ -122,10 +125,7 @@ def stock_settings(path: Path, port: int, comps: list[str], heartbeat_s: int = 1
     v = version(fix_version)
     sessions = "".join(f"\n[SESSION]\nBeginString={v.begin_string}\nSenderCompID={c}\nTargetCompID=FIXLAB\n"
                        for c in comps)
-    dictionaries = f"DataDictionary={v.app_dictionary()}\n"
-    if v.fixt:
-        dictionaries = (f"TransportDataDictionary={v.transport_dictionary()}\nAppDataDictionary="
-                        f"{v.app_dictionary()}\nDefaultApplVerID={APPL_VER_ID_NAME_50SP2}\n")
+    dictionaries = settings_lines(v.dictionary_settings()) + "\n"
     path.write_text(
         f"[DEFAULT]\nConnectionType=initiator\nHeartBtInt={heartbeat_s}\nReconnectInterval=60\n"
         f"SocketConnectHost=127.0.0.1\nSocketConnectPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n"

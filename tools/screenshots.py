@@ -27,6 +27,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 PAGE_FILE = "lab-page.png"
 TERMINAL_FILE = "terminal-client.svg"
 TERMINAL_COMP_ID = "CLIENT16"
+# What the terminal client's screenshot shows (its session, the order sent, its instrument).
+TERMINAL_SHOWS = (TERMINAL_COMP_ID, "NewOrderSingle", "ACORN.LAB")
 WAIT_S = 30.0
 
 
@@ -93,7 +95,17 @@ def terminal_screenshot(stack: Stack, out: Path) -> Path:
             await until(lambda: "ExecType(150)=0 (New)" in wire(), "the order's New")
             orders = app.query_one("#orders", DataTable)
             await until(lambda: orders.row_count == 1, "the open order listed")
-            app.save_screenshot(filename=TERMINAL_FILE, path=str(out))
+            # The widgets' state is there before the screen is drawn from it (a busy machine draws
+            # late): what is saved is a drawing that shows it.
+            svg = ""
+
+            def drawn() -> bool:
+                nonlocal svg
+                svg = app.export_screenshot()
+                return all(text in svg.replace("&#160;", " ") for text in TERMINAL_SHOWS)
+
+            await until(drawn, "a screen showing the session, the order and its instrument")
+            (out / TERMINAL_FILE).write_text(svg, encoding="utf-8")
             await command("quit")
 
     try:

@@ -15,7 +15,7 @@ import quickfix as fix
 from services.bench.plan import Address, bench_pool
 from shared.compids import EXCHANGE_COMP_ID
 from shared.fix.dictionary import exchange_dictionary_file
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, version
+from shared.fix.versions import version
 
 
 def data_dictionary_path() -> Path:
@@ -38,12 +38,7 @@ def dictionary_settings(fix_version: str = "4.4") -> list[tuple[str, str]]:
     """What validates a session of ``fix_version``: the exchange's FIX 4.4 dictionary, or the stock
     one the quickfix package installs for the version (FIXT.1.1: transport and application)."""
     v = version(fix_version)
-    if v.name == "4.4":
-        return [("DataDictionary", str(data_dictionary_path()))]
-    if v.fixt:
-        return [("TransportDataDictionary", str(v.transport_dictionary())),
-                ("AppDataDictionary", str(v.app_dictionary())), ("DefaultApplVerID", APPL_VER_ID_NAME_50SP2)]
-    return [("DataDictionary", str(v.app_dictionary()))]
+    return list(v.dictionary_settings(data_dictionary_path() if v.name == "4.4" else None).items())
 
 
 def _defaults(conn_type: str, heartbeat_s: int, fix_version: str = "4.4") -> fix.Dictionary:

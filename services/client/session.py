@@ -61,7 +61,7 @@ from shared.fix.initiator import set_fields
 from shared.fix.message import Fields
 from shared.fix.seqs import ExchangeSeqs
 from shared.fix.tap import CLIENT, EXCHANGE, Tap, TapLoop
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, BY_BEGIN_STRING
+from shared.fix.versions import BY_BEGIN_STRING, DEFAULT, VERSIONS, settings_lines
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +110,8 @@ def settings_text(comp_id: str, tap_port: int, *, target: str, begin: str, heart
     """QuickFIX settings of the client's initiator, connecting to its tap on loopback;
     ``transport_dictionary``: a FIXT.1.1 session's (``dictionary`` is then its application's)."""
     reset = "N" if store_dir is not None else "Y"
-    if transport_dictionary is not None:
-        dictionaries = (f"TransportDataDictionary={transport_dictionary}\nAppDataDictionary={dictionary}\n"
-                        f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
-    else:
-        dictionaries = f"DataDictionary={dictionary}"
+    kind = VERSIONS["5.0SP2"] if transport_dictionary is not None else DEFAULT  # FIXT.1.1's settings or not
+    dictionaries = settings_lines(kind.dictionary_settings(dictionary, transport_dictionary))
     store = f"FileStorePath={store_dir}\n" if store_dir is not None else ""
     logs = f"FileLogPath={log_dir}\n" if log_dir is not None else ""
     return f"""[DEFAULT]

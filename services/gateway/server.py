@@ -63,7 +63,7 @@ from shared.fix.dictionary import (
     write_exchange_dictionary,
     write_fixt_transport_dictionary,
 )
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, VERSIONS, FixVersion
+from shared.fix.versions import VERSIONS, FixVersion
 from shared.health import HealthReporter
 from shared.operator import Verifier, load_token
 from shared.redis_cluster import cluster_client, is_cluster_url
@@ -116,10 +116,9 @@ class VersionDictionaries:
             self.transport = write_fixt_transport_dictionary(
                 directory / f"{stem}-transport.xml", version.transport_dictionary(), session_types,
                 version.default_appl_ver_id or "")
-            self.settings = {"TransportDataDictionary": str(self.transport),
-                             "AppDataDictionary": str(self.app), "DefaultApplVerID": APPL_VER_ID_NAME_50SP2}
+            self.settings = version.dictionary_settings(self.app, self.transport)
         else:
-            self.settings = {"DataDictionary": str(self.app)}
+            self.settings = version.dictionary_settings(self.app)
 
 
 def resident_mib() -> int:

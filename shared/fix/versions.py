@@ -122,6 +122,22 @@ class FixVersion:
         """The installed dictionary of this version's session level (the application's, but FIXT)."""
         return installed(self.transport_file or self.app_file)
 
+    def dictionary_settings(self, app: Path | str | None = None,
+                            transport: Path | str | None = None) -> dict[str, str]:
+        """QuickFIX's settings naming what validates a session of this version: DataDictionary, or
+        for FIXT.1.1 TransportDataDictionary, AppDataDictionary and DefaultApplVerID. ``app``,
+        ``transport``: files to use in place of the installed ones (a cut or rewritten copy)."""
+        app_path = str(app or self.app_dictionary())
+        if self.fixt:
+            return {"TransportDataDictionary": str(transport or self.transport_dictionary()),
+                    "AppDataDictionary": app_path, "DefaultApplVerID": APPL_VER_ID_NAME_50SP2}
+        return {"DataDictionary": app_path}
+
+
+def settings_lines(settings: Mapping[str, str]) -> str:
+    """``key=value`` lines of a QuickFIX settings section (no newline after the last)."""
+    return "\n".join(f"{key}={value}" for key, value in settings.items())
+
 
 VERSIONS: dict[str, FixVersion] = {
     "4.2": FixVersion(

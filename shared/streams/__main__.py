@@ -90,22 +90,21 @@ def run(argv: list[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> 
             else:
                 _table(rows, out)
         elif args.cmd == "tail":
-            after = "0-0"
             if args.follow and not r.exists(args.stream):
                 # A lab session's stream appears when the session starts: wait for it, as tail -F,
                 # and print it from its first entry (the one that creates it may come any moment now).
                 err.write(f"fixlab: no stream {args.stream!r} yet; waiting for it (Ctrl-C stops)\n")
                 err.flush()
-                entries = []
+                entries, after = [], "0-0"
             else:
-                # Read before the entries, so one added meanwhile is printed once, not skipped.
-                after = inspect.last_id(r, args.stream) if args.follow else after
+                # Followed from the last entry printed, or else from where the stream was before the
+                # entries were read: one added meanwhile is printed once, never skipped.
+                after = inspect.last_id(r, args.stream) if args.follow else "0-0"
                 entries = inspect.last_entries(r, args.stream, args.n)
+                after = entries[-1]["id"] if entries else after
             for entry in entries:
                 _dump(entry, out, pretty=False)
             if args.follow:
-                # From the last entry printed, or else from where the stream was when we looked.
-                after = entries[-1]["id"] if entries else after
                 for item in inspect.follow(r, args.stream, after=after):
                     if item is not None:
                         _dump(item, out, pretty=False)

@@ -87,10 +87,11 @@ def trader(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 _orders = iter(range(1_000_000))
 
 
-def still_trades(trader: StockSession) -> None:
+def still_trades(trader: StockSession) -> str:
     clordid = f"trader-{next(_orders)}"
     trader.send("D", nos(clordid, 1, 1, "95.00"))
     assert trader.client.wait("8", lambda m: m.get(11) == clordid)[150] == "0"
+    return clordid
 
 
 def logon_refused(port: int, comp: str, logon: list[tuple[int, object]]) -> str:
@@ -226,7 +227,7 @@ def test_fixlab_admin_without_the_operators_token(stack: Stack, trader: StockSes
 def test_nothing_of_the_attackers_reached_the_bus(stack: Stack, trader: StockSession) -> None:
     """Runs last: every stream read whole; the trader's orders are there (the search sees orders),
     none of the intruders' is (the drop copy stream holds only the member's report)."""
-    still_trades(trader)
+    clordid = still_trades(trader).encode()
     r = redis.Redis.from_url(stack.redis_url)
     try:
         def bus_holds(needle: bytes) -> bool:
@@ -235,7 +236,7 @@ def test_nothing_of_the_attackers_reached_the_bus(stack: Stack, trader: StockSes
                     if any(needle in bytes(value) for value in (entry or {}).values()):
                         return True
             return False
-        eventually(lambda: bus_holds(b"trader-0"), what="the trader's order on the bus")
+        eventually(lambda: bus_holds(clordid), what="the trader's order on the bus")
         assert not bus_holds(b"intruder-")
     finally:
         r.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 import quickfix as fix
 
 from shared.fix.dictionary import EXCHANGE_MESSAGES, DictionaryError, client_dictionary_file
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, BY_BEGIN_STRING, DEFAULT, FixVersion
+from shared.fix.versions import APPL_VER_ID_NAME_50SP2, BY_BEGIN_STRING, DEFAULT, FixVersion, settings_lines
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +58,8 @@ def dictionaries(version: FixVersion) -> tuple[Path, Path | None]:
 
 
 def settings_text(comp_id: str, port: int, heartbeat_s: int, version: FixVersion = DEFAULT) -> str:
-    app, transport = dictionaries(version)
-    if transport is not None:  # FIXT.1.1, as the gateway configures its FIX 5.0 SP2 sessions
-        dictionary = (f"TransportDataDictionary={transport}\nAppDataDictionary={app}\n"
-                      f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
-    else:
-        dictionary = f"DataDictionary={app}"
+    app, transport = dictionaries(version)  # FIXT.1.1 as the gateway configures its 5.0 SP2 sessions
+    dictionary = settings_lines(version.dictionary_settings(app, transport))
     return f"""[DEFAULT]
 ConnectionType=acceptor
 SocketAcceptHost=127.0.0.1

@@ -29,7 +29,7 @@ from shared.fix.message import Fields
 from shared.fix.orders import STP_NAMES, CommandError, LabOrders, stp_mode
 from shared.fix.seqs import ExchangeSeqs
 from shared.fix.tap import CLIENT, Tap
-from shared.fix.versions import APPL_VER_ID_NAME_50SP2, DEFAULT, FixVersion
+from shared.fix.versions import DEFAULT, FixVersion, settings_lines
 from shared.schema import LabCommand, LabNotice, LabState, Message, WireRecord
 
 log = logging.getLogger(__name__)
@@ -51,16 +51,10 @@ def initiator_settings(comp_id: str, port: int, settings: LabSettings, fix_versi
     exchange's own dictionary, or another version's: nothing unlisted is allowed). ``dictionaries``:
     the version's dictionary settings (the gateway's acceptor files of that version); None: the
     installed files."""
-    if dictionaries:
-        dictionaries_text = "\n".join(f"{key}={value}" for key, value in dictionaries.items())
-    elif fix_version.fixt:
-        dictionaries_text = (f"TransportDataDictionary={fix_version.transport_dictionary()}\n"
-                             f"AppDataDictionary={fix_version.app_dictionary()}\n"
-                             f"DefaultApplVerID={APPL_VER_ID_NAME_50SP2}")
-    elif fix_version is DEFAULT:
-        dictionaries_text = f"DataDictionary={settings.data_dictionary}"
-    else:
-        dictionaries_text = f"DataDictionary={fix_version.app_dictionary()}"
+    if not dictionaries:
+        dictionaries = fix_version.dictionary_settings(
+            settings.data_dictionary if fix_version is DEFAULT else None)
+    dictionaries_text = settings_lines(dictionaries)
     text = f"""[DEFAULT]
 ConnectionType=initiator
 StartTime=00:00:00
