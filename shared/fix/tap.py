@@ -152,8 +152,14 @@ class TapLoop:
             self.loop.add_reader(sock.fileno(), self._accept, sock, on_accept)
 
     async def connection(self, conn: socket.socket) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """Make an accepted socket a connection, registered in ``open`` as it is made."""
-        reader, writer = await asyncio.open_connection(sock=conn)
+        """Make an accepted socket a connection, registered in ``open`` as it is made (an OSError:
+        the socket is closed and the error raised)."""
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn)
+        except OSError:
+            self.accepted.discard(conn)
+            conn.close()
+            raise
         self.accepted.discard(conn)
         self.open.add(writer)
         return reader, writer
@@ -278,7 +284,11 @@ class Tap:
             writer.close()
 
     async def _accept(self, conn: socket.socket) -> None:
-        c_reader, c_writer = await self._loop.connection(conn)
+        try:
+            c_reader, c_writer = await self._loop.connection(conn)
+        except OSError as exc:  # the engine's side went away as it was accepted
+            log.info("tap: an accepted connection failed at once (%s)", exc)
+            return
         if self._busy or self._listener is None:  # one engine connection at a time
             await shut([c_writer])
             self._loop.open.discard(c_writer)
