@@ -104,7 +104,14 @@ def terminal_screenshot(stack: Stack, out: Path) -> Path:
                 svg = app.export_screenshot()
                 return all(text in svg.replace("&#160;", " ") for text in TERMINAL_SHOWS)
 
-            await until(drawn, "a screen showing the session, the order and its instrument")
+            try:
+                await until(drawn, "a screen showing the session, the order and its instrument")
+            except RuntimeError as exc:
+                shown = svg.replace("&#160;", " ")
+                missing = [text for text in TERMINAL_SHOWS if text not in shown]
+                (out / f"unfinished-{TERMINAL_FILE}").write_text(svg, encoding="utf-8")
+                raise RuntimeError(f"{exc}: {missing} not on it (saved as unfinished-{TERMINAL_FILE})"
+                                   ) from None
             (out / TERMINAL_FILE).write_text(svg, encoding="utf-8")
             await command("quit")
 

@@ -90,9 +90,19 @@ class WireView(ScrollView):
     def __init__(self, max_lines: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: deque[tuple[str, Style]] = deque(maxlen=max_lines)
+        # Following what arrives, until the visitor scrolls up (and again once they are back at the
+        # end). Not "at the end now": a view made smaller than its rows (the layout settling, a
+        # resize) is not at its end, and was never followed again.
+        self.following = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value >= self.max_scroll_y:
+            self.following = True
+        elif new_value < old_value:
+            self.following = False
 
     def add(self, items: list[tuple[str, Style]]) -> None:
-        at_end = self.is_vertical_scroll_end
         # Room for the vertical scrollbar even before it shows: rows wrapped before it came stay whole.
         width = max(20, (self.scrollable_content_region.width or 120) - self.styles.scrollbar_size_vertical)
         for text, style in items:
@@ -101,7 +111,7 @@ class WireView(ScrollView):
             else:
                 self.rows.extend((part, style) for part in wrap(text, width))
         self.virtual_size = Size(width, len(self.rows))
-        if at_end:
+        if self.following:
             self.scroll_end(animate=False, x_axis=False)  # after the refresh: the new size counts
         self.refresh()
 
