@@ -79,8 +79,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def trader(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StockSession]:
-    """A stock client on the exchange's own machine, logged on throughout the module."""
-    with stock_sessions(tmp_path_factory.mktemp("trader"), stack.fix_port, ["CLIENT02"]) as (s,):
+    """A stock client on the exchange's own machine, logged on throughout the module. HeartBtInt 10:
+    at stock_sessions' 1 s, a stall of ~2.4 s of either process (four workers and a CPU hog on two
+    cores) made the gateway's TestRequest go unanswered and the control session end mid-module."""
+    with stock_sessions(tmp_path_factory.mktemp("trader"), stack.fix_port, ["CLIENT02"],
+                        heartbeat_s=10) as (s,):
         yield s
 
 
