@@ -157,12 +157,17 @@ class TapLoop:
         try:
             reader, writer = await asyncio.open_connection(sock=conn)
         except OSError:
-            self.accepted.discard(conn)
             conn.close()
             raise
-        self.accepted.discard(conn)
+        finally:
+            self.accepted.discard(conn)
         self.open.add(writer)
         return reader, writer
+
+    async def release(self, *writers: asyncio.StreamWriter) -> None:
+        """Close connections made by ``connection`` (or registered in ``open``) and forget them."""
+        await shut(list(writers))
+        self.open.difference_update(writers)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -290,8 +295,7 @@ class Tap:
             log.info("tap: an accepted connection failed at once (%s)", exc)
             return
         if self._busy or self._listener is None:  # one engine connection at a time
-            await shut([c_writer])
-            self._loop.open.discard(c_writer)
+            await self._loop.release(c_writer)
             return
         self._busy = True
         try:
@@ -305,14 +309,12 @@ class Tap:
                 self.unreachable = True
                 self._closed(f"the exchange at {self.exchange_host}:{self.exchange_port} is unreachable "
                              f"({_why(exc, self.tls is not None)})")
-                await shut([c_writer])
-                self._loop.open.discard(c_writer)
+                await self._loop.release(c_writer)
                 return
             self.unreachable = False
             self._loop.open.add(x_writer)
             if self._listener is None:  # the tap was closed while it dialled the exchange
-                await shut([c_writer, x_writer])
-                self._loop.open.difference_update((c_writer, x_writer))
+                await self._loop.release(c_writer, x_writer)
                 return
             self._writers = [c_writer, x_writer]
             pumps = [self._loop.spawn(self._pump(c_reader, x_writer, CLIENT)),
@@ -324,8 +326,7 @@ class Tap:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             self._writers = []
-            await shut([c_writer, x_writer])
-            self._loop.open.difference_update((c_writer, x_writer))
+            await self._loop.release(c_writer, x_writer)
         finally:
             # A relay cancelled before its end leaves its connections to TapLoop.stop.
             self._writers = []
