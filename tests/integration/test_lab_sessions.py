@@ -187,6 +187,10 @@ def test_issue_14_commands_on_the_wire(redis_url: str) -> None:
         assert nos[59] == "3"
         clordid = nos[11]
         lab.wait_wire("exchange", "8", t150="0", t11=clordid)
+        # The tap records the ack as it passes it on: the visitor's engine knows the OrderID (37),
+        # which its OrderStatusRequest carries, only once it has taken the ack (its state says so).
+        eventually(lambda: any(o.clordid == clordid and o.status == "0" for o in lab.orders()), 20,
+                   what=f"the visitor's engine taking the ack of {clordid}")
 
         command(r, GW, lab.lab_id, "status", orig_clordid=clordid)
         h = tags(lab.wait_wire("client", "H").raw)

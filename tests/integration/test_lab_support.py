@@ -34,7 +34,16 @@ from shared.bus import publish
 from shared.clock import now_ns
 from shared.compids import LAB_COMP_IDS
 from shared.redis_server import free_port
-from shared.schema import LabCommand, LabNotice, LabStart, LabState, Message, WireRecord, decode_batch
+from shared.schema import (
+    LabCommand,
+    LabNotice,
+    LabOrder,
+    LabStart,
+    LabState,
+    Message,
+    WireRecord,
+    decode_batch,
+)
 from tests.helpers import eventually
 
 SOH = "\x01"
@@ -242,6 +251,11 @@ class Lab:
                     t.get(int(k[1:])) == v for k, v in want.items()):
                 out.append(rec)
         return out
+
+    def orders(self) -> tuple[LabOrder, ...]:
+        """The open orders of the lab's latest state: as the visitor's engine has taken them."""
+        st = self.state()
+        return st.orders if st is not None else ()
 
     def wait_status(self, status: str, timeout: float = 20.0) -> LabState:
         def check() -> LabState | None:

@@ -32,6 +32,12 @@ SOH = "\x01"
 SENDER = "FIXLAB"
 # What a run's session carries: the exchange's messages, and News (B), which carries the instructions.
 MESSAGES = EXCHANGE_MESSAGES | {"B"}
+# Every engine started and not stopped, held until the process ends. A run never stops its engine
+# (quickfix 1.16.0's stop races the acceptor thread: see __main__) and ends with os._exit, but its
+# CertAcceptor went out of scope before that, as main returned: the SocketAcceptor, its sessions and
+# its director Application were freed under the engine's running thread, and a run that had passed
+# every check ended in a segfault (a fresh-clone run of tests/integration/test_certify.py, -11).
+_RUNNING: set[fix.SocketAcceptor] = set()
 
 
 class CertifyError(Exception):
@@ -176,11 +182,14 @@ class CertAcceptor:
         self._lock = threading.Lock()
 
     def start(self) -> CertAcceptor:
+        """Start the engine; it lives, even with this object gone, until ``stop`` or the process's end."""
         self._acceptor.start()
+        _RUNNING.add(self._acceptor)
         return self
 
     def stop(self) -> None:
         self._acceptor.stop(True)
+        _RUNNING.discard(self._acceptor)
 
     @property
     def logged_on(self) -> bool:
