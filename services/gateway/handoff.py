@@ -4,9 +4,11 @@ On the QuickFIX engine thread, ``send`` writes a message's text, as QuickFIX han
 publisher's pipe as one record (services.gateway.records) without blocking: one system call, and no
 other Python thread of this process is woken, so the engine thread keeps the GIL to itself (see
 publisher.py for why). The bound is here: with ``max_pending`` records not yet on the bus (Redis
-down, a flood), or a full pipe, ``send`` says no and the acceptor refuses the order at once
-("exchange busy") rather than stall every session. Commands made here (SessionEnded, EndOfDay) are
-records of their own kind and are never refused.
+down, a flood), ``send`` says no and the acceptor refuses the order at once ("exchange busy")
+rather than stall every session. Commands made here (SessionEnded, EndOfDay) are records of their
+own kind and are never refused. A full pipe is not the bound (it holds ~5,000 orders: a publisher
+kept off the CPU for tens of milliseconds under a flood fills it): records that do not fit wait
+here, in order, and go into the pipe at the next ``send`` or when the publisher next reports.
 
 Nothing is lost when the publisher dies: every record stays here until the publisher reports it
 done; a new publisher is started with the records not yet done, and it skips those its predecessor
@@ -66,6 +68,8 @@ class Handoff:
         self._pending: deque[bytes] = deque()
         self._trim_lock = threading.Lock()
         self._pending_first = 1  # number of _pending[0]
+        # The last records of _pending, not in the pipe yet (it was full), oldest first. Under _lock.
+        self._unwritten: deque[bytes] = deque()
         self._proc: subprocess.Popen[bytes] | None = None
         self._fd = -1  # write end of the publisher's stdin; -1 while there is no publisher
         self._stopping = False
@@ -82,16 +86,40 @@ class Handoff:
             if len(self._pending) >= self.max_pending:
                 return False
             fd = self._fd
-            if fd >= 0 and len(record) <= select.PIPE_BUF:  # the usual case, inline: it is per order
+            if self._unwritten and not self._flush():
+                self._unwritten.append(record)  # behind the others that wait for room in the pipe
+            elif fd >= 0 and len(record) <= select.PIPE_BUF:  # the usual case, inline: it is per order
                 try:
                     os.write(fd, record)  # up to PIPE_BUF bytes a pipe write is all or nothing
                 except BlockingIOError:
-                    return False
+                    self._unwritten.append(record)
                 except OSError as exc:
                     self._lost(exc)
             elif not self._write(record, wait=False):
-                return False
+                self._unwritten.append(record)
             self._pending.append(record)
+        return True
+
+    def flush(self) -> None:
+        """Put the records that wait for room into the pipe, as far as it takes them (never waits
+        for a writer: the publisher's reader calls this on each report)."""
+        if self._unwritten and self._lock.acquire(blocking=False):
+            try:
+                self._flush()
+            finally:
+                self._lock.release()
+
+    def _flush(self, wait: bool = False) -> bool:
+        """Write the waiting records, oldest first, while the pipe takes them (``wait``: all of them,
+        as ``_write`` waits); True when none is left (caller holds the lock)."""
+        unwritten = self._unwritten
+        while unwritten:
+            if self._fd < 0:
+                unwritten.clear()  # no publisher: the next one is given every pending record
+                return True
+            if not self._write(unwritten[0], wait=wait):
+                return False
+            unwritten.popleft()
         return True
 
     def send_command(self, cmd: Command | StpSetting) -> None:
@@ -99,6 +127,7 @@ class Handoff:
         before it."""
         record = command_record(cmd)
         with self._lock:
+            self._flush(wait=True)  # after the orders that wait for room in the pipe
             self._write(record, wait=True)
             self._pending.append(record)
 
@@ -156,6 +185,7 @@ class Handoff:
         with self._trim_lock:
             first = self._pending_first
             waiting = list(self._pending)
+        self._unwritten.clear()  # the new publisher is given every pending record
         proc = subprocess.Popen(
             [sys.executable, "-m", "services.gateway.publisher", "--run", self.run, "--first", str(first),
              "--generation", str(self.stats.restarts)],
@@ -225,6 +255,7 @@ class Handoff:
                 while self._pending and self._pending_first <= done:
                     self._pending.popleft()
                     self._pending_first += 1
+            self.flush()  # the publisher has read: room in the pipe for what waits
         else:
             raise ValueError(f"unknown kind {kind!r}")
 
@@ -246,6 +277,7 @@ class Handoff:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Close the pipe: the publisher publishes what it holds (while Redis answers) and exits."""
         with self._lock:
+            self._flush(wait=True)  # the orders that wait for room: the publisher publishes them too
             self._stopping = True
             proc = self._proc
             self._fd = -1

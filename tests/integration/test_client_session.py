@@ -68,6 +68,8 @@ def test_logon_order_execution_report(stack: Stack) -> None:
         er = eventually(lambda: wire.find("exchange", "8", t11="t1", t150="0"), what="ExecutionReport New")
         assert not er.withheld
         assert wire.find("client", "A") is not None
+        # The tap records the ER as it passes it on: the engine counts it once it has taken it.
+        eventually(lambda: s.seqs()[1] >= 3, what="the ER counted by the client's engine")
         sender, target = s.seqs()
         assert sender >= 3 and target >= 3
         assert s.exchange_seqs() == (target, sender)  # the exchange's numbers, read off the wire
