@@ -85,6 +85,11 @@ class SessionRegistry:
     def get(self, comp: str) -> fix.SessionID | None:
         return self._ids.get(comp)
 
+    def ids(self) -> list[fix.SessionID]:
+        """Every session's SessionID, as QuickFIX created them."""
+        with self._lock:
+            return list(self._ids.values())
+
     def set_logged_on(self, comp: str, on: bool) -> None:
         with self._lock:
             if on:
@@ -164,6 +169,7 @@ class GatewayApp(fix.Application):
         self.securities = SecurityLists(inbound.instruments.values(), inbound.id_prefix + "-SL")
         self.handoff = handoff
         self.registry = registry
+        self.logging_out = 0  # onLogout callbacks under way (the engine's thread writes it, others read)
         self.counters = counters
         self.on_logon = on_logon
         # When this process started (UTC, as OrigSendingTime reads): a NewOrderSingle resent with
@@ -193,6 +199,7 @@ class GatewayApp(fix.Application):
             self._failed("onLogon")
 
     def onLogout(self, sid: fix.SessionID) -> None:
+        self.logging_out += 1  # before the registry forgets the session: Gateway.log_out_all waits on both
         try:
             comp = self.registry.comp_of(sid)
             self.registry.set_logged_on(comp, False)
@@ -208,6 +215,8 @@ class GatewayApp(fix.Application):
                 self.market_data.session_ended(comp)
         except Exception:
             self._failed("onLogout")
+        finally:
+            self.logging_out -= 1
 
     def toAdmin(self, message: fix.Message, sid: fix.SessionID) -> None:
         try:

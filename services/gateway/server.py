@@ -72,6 +72,7 @@ from shared.schema import STP_OFF, SessionEnded, StpSetting
 log = logging.getLogger(__name__)
 
 SWEEP_WAIT_S = 10.0
+LOGOUT_WAIT_S = 10.0  # as long as QuickFIX's own Acceptor.stop waits for its sessions' Logouts
 # What the gateway sends besides the session level: stored, and resent as stored, with the acceptor's
 # dictionary (ExecutionReport, OrderCancelReject, BusinessMessageReject).
 SENT_TYPES = frozenset({"8", "9", "j"})
@@ -363,6 +364,22 @@ class Gateway:
         log.info("ended %d sessions a previous run may have left open%s", len(self.cancel_on_disconnect),
                  f" ({self.handoff.waiting} records not yet on the bus)" if self.handoff.waiting else "")
 
+    def log_out_all(self) -> None:
+        """Send every session a Logout and wait, LOGOUT_WAIT_S at most, until each has logged out and
+        its onLogout has handed over its SessionEnded: the first half of QuickFIX's Acceptor.stop
+        (logout() also disables a session: a Logon now is refused). Not its second half (stop the
+        engine's thread, close its sockets): quickfix 1.16.0 races its acceptor thread there, and a
+        SIGTERM'd gateway segfaulted in it (-11, a stressed fresh-clone run of test_gateway_resilience),
+        as certify and the bench baseline had. The process ends with os._exit, and the engine with it."""
+        for sid in self.registry.ids():
+            session = fix.Session.lookupSession(sid)
+            if session is not None and session.isEnabled():
+                session.logout()
+        deadline = time.monotonic() + LOGOUT_WAIT_S
+        while (self.registry.logged_on() or self.app.logging_out or self.acceptor.isLoggedOn()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     def stop(self) -> None:
         self.end_of_day.stop()
         if self.phases is not None:
@@ -377,7 +394,7 @@ class Gateway:
         if self.silence is not None:
             self.silence.stop()  # before the acceptor: it calls into the acceptor's Sessions
         # Logout to every session; each onLogout hands a SessionEnded the publisher still publishes.
-        self.acceptor.stop()
+        self.log_out_all()
         self.market.stop()
         self.handoff.stop()
         self.reports.stop()
