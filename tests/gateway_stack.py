@@ -83,6 +83,41 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout_s: fl
         time.sleep(0.05)
 
 
+PORT_TAKEN = "Address already in use"
+
+
+def start_gateway(env: Mapping[str, str], log: Path, attempts: int = 3,
+                  timeout_s: float = 30.0) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``python -m services.gateway`` on a free FIX port (FIXLAB_FIX_PORT when ``env`` has
+    one) and wait until it says it is ready on that port; return it and the port.
+
+    A port free_port() found can be taken before the gateway binds it (another worker's server, or
+    an outgoing connection's ephemeral port): the gateway then exits "Address already in use", and
+    it is started again on another port. Readiness is the gateway's own line, not something
+    accepting on the port: that something could be the other process that took it (a stressed run
+    went on against such a port and every logon timed out)."""
+    fixed = env.get("FIXLAB_FIX_PORT")
+    for attempt in range(1 if fixed else attempts):
+        port = int(fixed) if fixed else free_port()
+        start = log.stat().st_size if log.exists() else 0
+        proc = _spawn([sys.executable, "-m", "services.gateway"], {**env, "FIXLAB_FIX_PORT": str(port)}, log)
+        ready = f"ready on port {port}"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = log.read_text(errors="replace")[start:]
+            if ready in text:
+                return proc, port
+            if proc.poll() is not None:
+                if PORT_TAKEN in text and attempt + 1 < attempts and not fixed:
+                    break  # taken before the gateway bound it: another port
+                raise RuntimeError(f"gateway exited with {proc.returncode}:\n{text[-3000:]}")
+            if time.monotonic() > deadline:
+                stop_process(proc)
+                raise RuntimeError(f"gateway not ready on {port} after {timeout_s}s:\n{text[-3000:]}")
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
 def matcher_available() -> bool:
     return importlib.util.find_spec("services.matcher.__main__") is not None
 
@@ -97,8 +132,8 @@ def gateway_stack(redis_url: str | None, *, matcher: bool = True, env: Mapping[s
             server = RedisServer(log_dir / "redis").start()
             stack.callback(server.stop)
             redis_url = server.url
-        fix_port = free_port()
-        full_env = {**os.environ, "REDIS_URL": redis_url, "FIXLAB_FIX_PORT": str(fix_port),
+        # The FIX port is chosen as the gateway starts (start_gateway), unless ``env`` names one.
+        full_env = {**{k: v for k, v in os.environ.items() if k != "FIXLAB_FIX_PORT"}, "REDIS_URL": redis_url,
                     "FIXLAB_GATEWAY_ID": gateway_id, "FIXLAB_LABS": "1" if labs else "0",
                     "FIXLAB_RUN_DIR": str(log_dir / "run"), "PYTHONUNBUFFERED": "1",
                     **(env or {})}
@@ -116,9 +151,8 @@ def gateway_stack(redis_url: str | None, *, matcher: bool = True, env: Mapping[s
             argv = [sys.executable, "-m", "services.matcher"]
             procs.append(("matcher", _spawn(argv, full_env, mlog), mlog))
         glog = log_dir / "gateway.log"
-        gw = _spawn([sys.executable, "-m", "services.gateway"], full_env, glog)
+        gw, fix_port = start_gateway(full_env, glog)
         procs.append(("gateway", gw, glog))
-        wait_port(fix_port, gw, glog)
         try:
             yield Stack(redis_url, fix_port, gateway_id, gw, log_dir)
         except BaseException:
